@@ -1,0 +1,191 @@
+// `exactq bench`. Bytes per launch = packed weights + scales + biases + activations + outputs:
+// the least any kernel must move, so GB/s over the read ceiling says how close to the memory
+// roof a kernel runs (qmv at M > 1 re-reads the weights per vector and shows it).
+// The recovered fraction of qmv_streamed is (t_qmv - t_streamed) / (t_qmv - t_wide): how much of
+// the speed that qmv_wide buys by giving up qmv's order the order-keeping kernel gets back.
+#include "bench.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+
+namespace exactq::cli {
+
+nlohmann::json run_bench(const BenchConfig& c, Backend& backend) {
+  if (c.shapes.empty()) throw std::invalid_argument("--shapes: nothing to run");
+  for (std::int64_t m : c.ms)
+    if (m < 1 || m > 4096) throw std::invalid_argument(fmt::format("--m: {} is out of range [1, 4096]", m));
+  for (const Shape& s : c.shapes) validate_shape(s.n, s.k, c.bits, c.group);
+  const int repeats = c.repeats > 0 ? c.repeats : (backend.name() == "cpu" ? 5 : 100);
+
+  nlohmann::json out;
+  const double ceiling = backend.read_ceiling_bytes_per_s();
+  out["config"] = {{"backend", backend.name()}, {"device", backend.device_description()}, {"bits", c.bits},
+                   {"group", c.group},          {"dtype", std::string(to_string(c.dtype))}, {"repeats", repeats}};
+  out["read_ceiling_gb_s"] = ceiling / 1e9;
+  fmt::print("read ceiling (same run, streaming read): {:.1f} GB/s\n", ceiling / 1e9);
+  fmt::print("{:<14} {:>7} {:>6} {:<13} {:>3} {:>10} {:>9} {:>7} {:>10}\n", "shape", "N", "K", "kernel", "M", "us",
+             "GB/s", "of roof", "recovered");
+
+  const std::size_t total = c.shapes.size() * c.kernels.size() * c.ms.size();
+  std::size_t done = 0;
+  for (const Shape& s : c.shapes) {
+    const QuantizedMatrix w = random_quantized(s.n, s.k, c.bits, c.group, c.dtype, std::uint64_t(s.n * 31 + s.k));
+    backend.load(w);
+    const std::int64_t weight_bytes = w.view().weight_bytes();
+    std::map<std::pair<Kernel, std::int64_t>, double> t;
+    for (Kernel kernel : c.kernels)
+      for (std::int64_t m : c.ms) {
+        if (c.progress)
+          fmt::print(stderr, "\r[{}/{}] {} {} M={}        ", ++done, total, s.name, to_string(kernel), m);
+        t[{kernel, m}] = backend.time_us(kernel, m, repeats);
+      }
+    if (c.progress) fmt::print(stderr, "\r{:60}\r", "");
+    for (Kernel kernel : c.kernels)
+      for (std::int64_t m : c.ms) {
+        const double us = t[{kernel, m}];
+        const std::int64_t bytes = weight_bytes + m * (s.k + s.n) * std::int64_t(dtype_size(c.dtype));
+        const double gbs = double(bytes) / (us * 1e-6) / 1e9;
+        nlohmann::json row = {{"shape", s.name}, {"n", s.n},   {"k", s.k},     {"kernel", std::string(to_string(kernel))},
+                              {"m", m},          {"us", us},   {"bytes", bytes}, {"gb_s", gbs},
+                              {"fraction_of_ceiling", gbs * 1e9 / ceiling}};
+        std::string recovered;
+        const auto q = t.find({Kernel::qmv, m}), wide = t.find({Kernel::qmv_wide, m});
+        if (kernel == Kernel::qmv_streamed && m > 1 && q != t.end() && wide != t.end() &&
+            std::fabs(q->second - wide->second) > 1e-9) {
+          const double frac = (q->second - us) / (q->second - wide->second);
+          row["recovered_fraction"] = frac;
+          recovered = fmt::format("{:.2f}", frac);
+        }
+        out["rows"].push_back(row);
+        fmt::print("{:<14} {:>7} {:>6} {:<13} {:>3} {:>10.1f} {:>9.1f} {:>6.1f}% {:>10}\n", s.name, s.n, s.k,
+                   to_string(kernel), m, us, gbs, 100.0 * gbs * 1e9 / ceiling, recovered);
+      }
+  }
+  return out;
+}
+
+std::string bench_markdown(const nlohmann::json& r) {
+  std::string md = fmt::format("Device: {}. {}-bit, group {}, {}; median of {} launches. Read ceiling measured in the "
+                               "same run: **{:.1f} GB/s**.\n\n",
+                               r["config"]["device"].get<std::string>(), r["config"]["bits"].get<int>(),
+                               r["config"]["group"].get<int>(), r["config"]["dtype"].get<std::string>(),
+                               r["config"]["repeats"].get<int>(), r["read_ceiling_gb_s"].get<double>());
+  md += "| shape | N | K | kernel | M | µs | GB/s | of ceiling | recovered |\n|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& row : r["rows"]) {
+    md += fmt::format("| {} | {} | {} | {} | {} | {:.1f} | {:.1f} | {:.1f}% | {} |\n", row["shape"].get<std::string>(),
+                      row["n"].get<std::int64_t>(), row["k"].get<std::int64_t>(), row["kernel"].get<std::string>(),
+                      row["m"].get<std::int64_t>(), row["us"].get<double>(), row["gb_s"].get<double>(),
+                      100.0 * row["fraction_of_ceiling"].get<double>(),
+                      row.contains("recovered_fraction") ? fmt::format("{:.2f}", row["recovered_fraction"].get<double>())
+                                                         : std::string());
+  }
+  return md;
+}
+
+std::string bench_svg(const nlohmann::json& r) {
+  // One small chart per shape: GB/s against M, one line per kernel, the ceiling dashed.
+  std::vector<std::string> shapes;
+  std::vector<std::string> kernels;
+  double top = r["read_ceiling_gb_s"].get<double>();
+  std::int64_t m_hi = 1;
+  for (const auto& row : r["rows"]) {
+    const auto s = row["shape"].get<std::string>(), k = row["kernel"].get<std::string>();
+    if (std::find(shapes.begin(), shapes.end(), s) == shapes.end()) shapes.push_back(s);
+    if (std::find(kernels.begin(), kernels.end(), k) == kernels.end()) kernels.push_back(k);
+    top = std::max(top, row["gb_s"].get<double>());
+    m_hi = std::max(m_hi, row["m"].get<std::int64_t>());
+  }
+  top *= 1.1;
+  const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"};
+  const int cols = 3, cw = 320, ch = 220, pad = 45;
+  const int rows_n = int((shapes.size() + cols - 1) / cols);
+  std::string svg = fmt::format(
+      "<svg xmlns='http://www.w3.org/2000/svg' width='{}' height='{}' font-family='sans-serif' font-size='11'>\n"
+      "<rect width='100%' height='100%' fill='white'/>\n",
+      cols * cw, rows_n * ch + 40);
+  for (std::size_t i = 0; i < kernels.size(); ++i)
+    svg += fmt::format("<text x='{}' y='{}' fill='{}'>&#9632; {}</text>\n", 10 + 130 * i, rows_n * ch + 25,
+                       colors[i % 5], kernels[i]);
+  for (std::size_t si = 0; si < shapes.size(); ++si) {
+    const int ox = int(si % cols) * cw, oy = int(si / cols) * ch;
+    const int x0 = ox + pad, y0 = oy + ch - 30, w = cw - pad - 15, h = ch - 60;
+    auto px = [&](double m) { return x0 + (m_hi > 1 ? (m - 1) / double(m_hi - 1) : 0.5) * w; };
+    auto py = [&](double g) { return y0 - g / top * h; };
+    svg += fmt::format("<text x='{}' y='{}' font-weight='bold'>{}</text>\n", x0, oy + 18, shapes[si]);
+    svg += fmt::format("<line x1='{}' y1='{}' x2='{}' y2='{}' stroke='black'/>\n", x0, y0, x0 + w, y0);
+    svg += fmt::format("<line x1='{}' y1='{}' x2='{}' y2='{}' stroke='black'/>\n", x0, y0, x0, y0 - h);
+    const double ceil = r["read_ceiling_gb_s"].get<double>();
+    svg += fmt::format("<line x1='{}' y1='{:.1f}' x2='{}' y2='{:.1f}' stroke='gray' stroke-dasharray='4,3'/>\n", x0,
+                       py(ceil), x0 + w, py(ceil));
+    svg += fmt::format("<text x='{}' y='{:.1f}' fill='gray'>ceiling {:.0f}</text>\n", x0 + 4, py(ceil) - 3, ceil);
+    svg += fmt::format("<text x='{}' y='{}'>M</text><text x='{}' y='{}'>1</text><text x='{}' y='{}'>{}</text>\n",
+                       x0 + w / 2, y0 + 25, x0 - 3, y0 + 12, x0 + w - 8, y0 + 12, m_hi);
+    svg += fmt::format("<text x='{}' y='{}' transform='rotate(-90 {} {})'>GB/s</text>\n", ox + 12, y0 - h / 2, ox + 12,
+                       y0 - h / 2);
+    for (std::size_t ki = 0; ki < kernels.size(); ++ki) {
+      std::string points;
+      for (const auto& row : r["rows"])
+        if (row["shape"] == shapes[si] && row["kernel"] == kernels[ki])
+          points += fmt::format("{:.1f},{:.1f} ", px(double(row["m"].get<std::int64_t>())), py(row["gb_s"].get<double>()));
+      svg += fmt::format("<polyline fill='none' stroke='{}' stroke-width='2' points='{}'/>\n", colors[ki % 5], points);
+    }
+  }
+  return svg + "</svg>\n";
+}
+
+void add_bench_command(CLI::App& app, int& exit_code) {
+  auto* cmd = app.add_subcommand("bench", "Time the kernels against a same-run read ceiling");
+  std::string preset_help = "presets:";
+  for (const auto& p : presets()) {
+    preset_help += fmt::format("\n  {:<12} {}:", p.name, p.description);
+    for (const auto& s : p.shapes) preset_help += fmt::format(" {}={}x{}", s.name, s.n, s.k);
+  }
+  cmd->footer(preset_help);
+  struct Args {
+    std::string backend = "auto", shapes = "gemma12b", ms = "1-8", kernels = "qmv,qmv_streamed,qmv_wide", dtype = "bf16";
+    std::string json, markdown, plot;
+    int bits = 4, group = 64, repeats = 0, vmax = 8, threads = 0;
+  };
+  auto a = std::make_shared<Args>();
+  cmd->add_option("--backend", a->backend, "cpu, cuda or auto")->capture_default_str();
+  cmd->add_option("--shapes", a->shapes, "comma-separated presets or NxK (N output rows, K reduction)")->capture_default_str();
+  cmd->add_option("--m", a->ms, "widths: a range 1-16 or a list 1,2,4")->capture_default_str();
+  cmd->add_option("--kernels", a->kernels, "comma-separated kernels")->capture_default_str();
+  cmd->add_option("--bits", a->bits, "2, 3, 4, 5, 6 or 8")->capture_default_str();
+  cmd->add_option("--group", a->group, "32, 64 or 128")->capture_default_str();
+  cmd->add_option("--dtype", a->dtype, "f32, f16 or bf16")->capture_default_str();
+  cmd->add_option("--repeats", a->repeats, "timed launches per point (0 = backend default)")->capture_default_str();
+  cmd->add_option("--vmax", a->vmax, "qmv_streamed: vectors per weight pass")->capture_default_str();
+  cmd->add_option("--threads", a->threads, "CPU threads (0 = all)")->capture_default_str();
+  cmd->add_option("--json", a->json, "write the results as JSON");
+  cmd->add_option("--markdown", a->markdown, "write the results as a markdown table");
+  cmd->add_option("--plot", a->plot, "write GB/s versus M per kernel as SVG");
+  cmd->callback([a, &exit_code] {
+    BenchConfig c;
+    c.shapes = parse_shapes(a->shapes);
+    c.ms = parse_int_list(a->ms, "--m");
+    c.kernels = parse_kernels(a->kernels);
+    c.bits = a->bits;
+    c.group = a->group;
+    c.dtype = parse_dtype(a->dtype);
+    c.repeats = a->repeats;
+    if (a->repeats < 0) throw std::invalid_argument(fmt::format("--repeats {} must be >= 0", a->repeats));
+    if (a->vmax < 1) throw std::invalid_argument(fmt::format("--vmax {} must be at least 1", a->vmax));
+    if (a->threads < 0) throw std::invalid_argument(fmt::format("--threads {} must be >= 0", a->threads));
+    QmvOptions options;
+    options.streamed_max_vectors = a->vmax;
+    options.threads = a->threads;
+    auto backend = make_backend(a->backend, options);
+    fmt::print("exactq bench on {}\n", backend->device_description());
+    const nlohmann::json r = run_bench(c, *backend);
+    if (!a->json.empty()) write_json(a->json, r);
+    if (!a->markdown.empty()) write_text(a->markdown, bench_markdown(r));
+    if (!a->plot.empty()) write_text(a->plot, bench_svg(r));
+    exit_code = 0;
+  });
+}
+
+}  // namespace exactq::cli

@@ -1,0 +1,32 @@
+// `exactq bench`: time every kernel at every M on real shapes against a same-run read ceiling.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "cli_common.h"
+
+namespace exactq::cli {
+
+struct BenchConfig {
+  std::vector<Shape> shapes;
+  std::vector<std::int64_t> ms = {1, 2, 3, 4, 5, 6, 7, 8};
+  std::vector<Kernel> kernels = {Kernel::qmv, Kernel::qmv_streamed, Kernel::qmv_wide};
+  int bits = 4;
+  int group = 64;
+  DType dtype = DType::bf16;
+  int repeats = 0;  // 0: the backend's default
+  bool progress = true;
+};
+
+// Runs the sweep; prints the table; returns the results (the same numbers) as JSON.
+nlohmann::json run_bench(const BenchConfig& config, Backend& backend);
+std::string bench_markdown(const nlohmann::json& results);
+std::string bench_svg(const nlohmann::json& results);
+void add_bench_command(CLI::App& app, int& exit_code);
+
+}  // namespace exactq::cli

@@ -1,0 +1,81 @@
+// Shared pieces of the exactq CLI: backends, random problems, shape presets, byte comparison.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "exactq/qmv.h"
+#include "exactq/quantize.h"
+
+namespace exactq::cli {
+
+// Exit codes: 0 success, 1 a property failed, 2 bad arguments, 3 inconclusive (the negative
+// control did not fire, so the run proved nothing).
+inline constexpr int kExitFailed = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitInconclusive = 3;
+
+// Where kernels run. Activations and outputs cross as host bytes; the weights stay loaded.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual void load(const QuantizedMatrix& w) = 0;
+  virtual void run(Kernel kernel, std::span<const std::byte> x, std::int64_t m, std::span<std::byte> y) = 0;
+  // Median time of one launch in microseconds (weights rotated so caches hold none of them).
+  virtual double time_us(Kernel kernel, std::int64_t m, int repeats) = 0;
+  // Bytes per second of a plain streaming read measured now, on this backend: the ceiling.
+  virtual double read_ceiling_bytes_per_s() = 0;
+  virtual std::string device_description() const = 0;
+};
+
+// "cpu" or "cuda"; "auto" picks cuda when a GPU is usable, else cpu. Throws std::invalid_argument
+// for an unknown name and std::runtime_error when cuda is asked for but not available.
+std::unique_ptr<Backend> make_backend(std::string_view name, const QmvOptions& options);
+bool cuda_available();
+std::unique_ptr<Backend> make_cpu_backend(const QmvOptions& options);
+std::unique_ptr<Backend> make_cuda_backend(const QmvOptions& options);  // defined only with CUDA
+
+// A random weight matrix in the shape of real checkpoints: each row gets its own scale and
+// a few outliers, so groups differ in range and sign the way trained weights do.
+std::vector<float> random_weights(std::int64_t n, std::int64_t k, std::uint64_t seed);
+// Random activations [m, k] in dtype (normal, with per-vector scale).
+std::vector<std::byte> random_activations(std::int64_t m, std::int64_t k, DType dtype, std::uint64_t seed);
+
+struct Shape {
+  std::string name;  // e.g. "gemma.q" or "4096x4096"
+  std::int64_t n = 0;
+  std::int64_t k = 0;
+};
+// The one definition of the shape presets (see `exactq bench --help`).
+struct Preset {
+  std::string name;
+  std::string description;
+  std::vector<Shape> shapes;
+};
+const std::vector<Preset>& presets();
+// "PRESET" or "NxK" items separated by commas. Throws std::invalid_argument on a bad item.
+std::vector<Shape> parse_shapes(std::string_view text);
+// "1-16", "1,2,4,8" or "3". Throws std::invalid_argument.
+std::vector<std::int64_t> parse_int_list(std::string_view text, std::string_view what);
+std::vector<Kernel> parse_kernels(std::string_view text);
+
+std::int64_t differing_bytes(std::span<const std::byte> a, std::span<const std::byte> b);
+
+}  // namespace exactq::cli
+
+namespace exactq::cli {
+// Writes JSON to a file; throws std::runtime_error naming the path when it cannot.
+void write_json(const std::string& path, const nlohmann::json& j);
+void write_text(const std::string& path, const std::string& text);
+// A valid random quantized matrix drawn directly in the packed format (every byte pattern is a
+// valid code sequence): fast enough for the largest bench shapes.
+QuantizedMatrix random_quantized(std::int64_t n, std::int64_t k, int bits, int group, DType dtype, std::uint64_t seed);
+}  // namespace exactq::cli

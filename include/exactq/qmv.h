@@ -1,0 +1,49 @@
+// Quantized mat-vec: y[m, :] = W x[m, :] for a block of M activation vectors.
+//
+// Three kernels, each a fixed floating-point operation order written down in docs/design.md:
+//   qmv           the M=1 reference order (MLX qmv's structure); at M>1 each vector runs alone.
+//   qmv_streamed  qmv's order, each decoded weight chunk reused across up to V vectors:
+//                 bit-identical to qmv for every vector at every M.
+//   qmv_wide      MLX qmv_wide's structure, another order: the inexact arm (negative control).
+// Activations, scales, biases and outputs share the matrix's dtype. x is row-major [M, K],
+// y row-major [M, N].
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "exactq/format.h"
+
+namespace exactq {
+
+enum class Kernel { qmv, qmv_streamed, qmv_wide };
+
+std::string_view to_string(Kernel kernel);
+// Throws std::invalid_argument naming the text.
+Kernel parse_kernel(std::string_view text);
+// Whether the kernel keeps qmv's order (the exact family).
+constexpr bool is_exact_family(Kernel kernel) { return kernel != Kernel::qmv_wide; }
+
+struct QmvOptions {
+  // qmv_streamed: at most this many vectors share one pass over the weights (tiles of V).
+  // Numerically irrelevant; a speed knob.
+  int streamed_max_vectors = 8;
+  // CPU: worker threads (0 = all hardware threads). Numerically irrelevant.
+  int threads = 0;
+};
+
+// Throws std::invalid_argument naming the bad value when the matrix, M, or a buffer size is off.
+void validate_qmv_args(const QuantizedMatrixView& w, std::span<const std::byte> x, std::int64_t m,
+                       std::span<const std::byte> y);
+
+namespace cpu {
+// The CPU mirror: the exact operation order of docs/design.md, with lanes simulated.
+void qmv(Kernel kernel, const QuantizedMatrixView& w, std::span<const std::byte> x, std::int64_t m,
+         std::span<std::byte> y, const QmvOptions& options = {});
+}  // namespace cpu
+
+}  // namespace exactq

@@ -1,0 +1,62 @@
+// The public entry points: argument checks, then the backend's kernel.
+#include <stdexcept>
+#include <string>
+
+#include "cpu/common.h"
+#include "exactq/qmv.h"
+
+namespace exactq {
+
+namespace {
+[[noreturn]] void fail(const std::string& what) { throw std::invalid_argument("[exactq] " + what); }
+}  // namespace
+
+std::string_view to_string(Kernel kernel) {
+  switch (kernel) {
+    case Kernel::qmv: return "qmv";
+    case Kernel::qmv_streamed: return "qmv_streamed";
+    default: return "qmv_wide";
+  }
+}
+
+Kernel parse_kernel(std::string_view text) {
+  if (text == "qmv") return Kernel::qmv;
+  if (text == "qmv_streamed") return Kernel::qmv_streamed;
+  if (text == "qmv_wide") return Kernel::qmv_wide;
+  fail("unknown kernel '" + std::string(text) + "' (expected qmv, qmv_streamed or qmv_wide)");
+}
+
+void validate_qmv_args(const QuantizedMatrixView& w, std::span<const std::byte> x, std::int64_t m,
+                       std::span<const std::byte> y) {
+  w.validate();
+  if (m < 1 || m > (std::int64_t(1) << 24)) fail("M = " + std::to_string(m) + " is out of range [1, 2^24]");
+  const std::size_t want_x = std::size_t(m * w.k) * dtype_size(w.dtype);
+  const std::size_t want_y = std::size_t(m * w.n) * dtype_size(w.dtype);
+  if (x.data() == nullptr) fail("activations are null");
+  if (y.data() == nullptr) fail("output is null");
+  if (x.size() != want_x)
+    fail("activations have " + std::to_string(x.size()) + " bytes, expected M*K*" +
+         std::to_string(dtype_size(w.dtype)) + " = " + std::to_string(want_x));
+  if (y.size() != want_y)
+    fail("output has " + std::to_string(y.size()) + " bytes, expected M*N*" + std::to_string(dtype_size(w.dtype)) +
+         " = " + std::to_string(want_y));
+}
+
+namespace cpu {
+
+void qmv(Kernel kernel, const QuantizedMatrixView& w, std::span<const std::byte> x, std::int64_t m,
+         std::span<std::byte> y, const QmvOptions& options) {
+  validate_qmv_args(w, x, m, y);
+  if (options.streamed_max_vectors < 1)
+    fail("streamed_max_vectors = " + std::to_string(options.streamed_max_vectors) + " must be at least 1");
+  if (options.threads < 0) fail("threads = " + std::to_string(options.threads) + " must be >= 0");
+  const Activations a = widen_activations(x, m, w.k, w.dtype, is_exact_family(kernel));
+  switch (kernel) {
+    case Kernel::qmv: qmv_narrow(w, a, y, options.threads); break;
+    case Kernel::qmv_streamed: qmv_streamed(w, a, y, options.streamed_max_vectors, options.threads); break;
+    case Kernel::qmv_wide: qmv_wide(w, a, y, options.threads); break;
+  }
+}
+
+}  // namespace cpu
+}  // namespace exactq

@@ -1,0 +1,88 @@
+// Helpers shared by the CPU kernels: activations widened once, chunk sums, row-parallel loops.
+// None of them touches the order of a reduction: rows are independent, so how rows are spread
+// over threads cannot change any output bit.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "common/order.h"
+#include "exactq/format.h"
+
+namespace exactq::cpu {
+
+// x widened to f32 ([m, k]) and, for the qmv family, each 32-value chunk's sum S ([m, k/32]).
+struct Activations {
+  std::vector<float> x;
+  std::vector<float> chunk_sums;
+  std::int64_t m = 0;
+  std::int64_t k = 0;
+
+  const float* row(std::int64_t v) const { return x.data() + v * k; }
+  const float* sums(std::int64_t v) const { return chunk_sums.data() + v * (k / kChunkValues); }
+};
+
+inline Activations widen_activations(std::span<const std::byte> x, std::int64_t m, std::int64_t k,
+                                     DType dtype, bool with_chunk_sums) {
+  Activations a;
+  a.m = m;
+  a.k = k;
+  a.x.resize(std::size_t(m * k));
+  for (std::int64_t i = 0; i < m * k; ++i) a.x[std::size_t(i)] = load_f32(x.data(), std::size_t(i), dtype);
+  if (with_chunk_sums) {
+    const std::int64_t chunks = k / kChunkValues;
+    a.chunk_sums.resize(std::size_t(m * chunks));
+    for (std::int64_t v = 0; v < m; ++v)
+      for (std::int64_t c = 0; c < chunks; ++c)
+        a.chunk_sums[std::size_t(v * chunks + c)] = order::chunk_x_sum(a.row(v) + c * kChunkValues);
+  }
+  return a;
+}
+
+// Scale and bias of every group of one row, widened to f32.
+inline void widen_group_params(const QuantizedMatrixView& w, std::int64_t row, std::vector<float>& scales,
+                               std::vector<float>& biases) {
+  const std::int64_t groups = w.groups_per_row();
+  scales.resize(std::size_t(groups));
+  biases.resize(std::size_t(groups));
+  for (std::int64_t g = 0; g < groups; ++g) {
+    scales[std::size_t(g)] = load_f32(w.scales.data(), std::size_t(row * groups + g), w.dtype);
+    biases[std::size_t(g)] = load_f32(w.biases.data(), std::size_t(row * groups + g), w.dtype);
+  }
+}
+
+// Runs body(first_row, end_row) over [0, n) in blocks, on `threads` workers (0 = all cores).
+template <typename Body>
+void parallel_rows(std::int64_t n, int threads, Body&& body) {
+  constexpr std::int64_t kRowsPerTask = 16;
+  unsigned workers = threads > 0 ? unsigned(threads) : std::max(1u, std::thread::hardware_concurrency());
+  const std::int64_t tasks = (n + kRowsPerTask - 1) / kRowsPerTask;
+  if (std::int64_t(workers) > tasks) workers = unsigned(std::max<std::int64_t>(1, tasks));
+  std::atomic<std::int64_t> next{0};
+  auto work = [&] {
+    for (std::int64_t t; (t = next.fetch_add(1)) < tasks;)
+      body(t * kRowsPerTask, std::min(n, (t + 1) * kRowsPerTask));
+  };
+  std::vector<std::thread> pool;
+  for (unsigned i = 1; i < workers; ++i) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+}
+
+// The 32 codes of chunk c of a row, as floats (exact: codes are below 2^8).
+inline void chunk_codes(const std::uint8_t* row, std::int64_t c, int bits, float q[kChunkValues]) {
+  std::uint8_t codes[kChunkValues];
+  unpack_chunk(row + c * chunk_bytes(bits), bits, codes);
+  for (int i = 0; i < kChunkValues; ++i) q[i] = float(codes[i]);
+}
+
+void qmv_narrow(const QuantizedMatrixView& w, const Activations& x, std::span<std::byte> y, int threads);
+void qmv_streamed(const QuantizedMatrixView& w, const Activations& x, std::span<std::byte> y, int max_vectors,
+                  int threads);
+void qmv_wide(const QuantizedMatrixView& w, const Activations& x, std::span<std::byte> y, int threads);
+
+}  // namespace exactq::cpu

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <map>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 namespace exactq::cli {
@@ -38,11 +40,11 @@ nlohmann::json run_bench(const BenchConfig& c, Backend& backend) {
     std::map<std::pair<Kernel, std::int64_t>, double> t;
     for (Kernel kernel : c.kernels)
       for (std::int64_t m : c.ms) {
-        if (c.progress)
+        if (c.progress && isatty(2))
           fmt::print(stderr, "\r[{}/{}] {} {} M={}        ", ++done, total, s.name, to_string(kernel), m);
         t[{kernel, m}] = backend.time_us(kernel, m, repeats);
       }
-    if (c.progress) fmt::print(stderr, "\r{:60}\r", "");
+    if (c.progress && isatty(2)) fmt::print(stderr, "\r{:60}\r", "");
     for (Kernel kernel : c.kernels)
       for (std::int64_t m : c.ms) {
         const double us = t[{kernel, m}];

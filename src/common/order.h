@@ -43,7 +43,8 @@ EXACTQ_HD float mul(float a, float b) {
 //   R[lane] = R[lane] + fma(scale, A, bias * S)                 (chunk_fold, lane_add)
 // then the xor butterfly over the 32 lanes with masks 16, 8, 4, 2, 1, and y = T(R).
 inline constexpr int kLanes = 32;
-inline constexpr int kButterflyMasks[] = {16, 8, 4, 2, 1};
+inline constexpr int kButterflySteps = 5;
+EXACTQ_HD constexpr int butterfly_mask(int step) { return 16 >> step; }  // 16, 8, 4, 2, 1
 
 EXACTQ_HD float code_step(float acc, float x, float q) { return fma(x, q, acc); }
 EXACTQ_HD float sum_step(float sum, float x) { return add(sum, x); }
@@ -57,7 +58,8 @@ EXACTQ_HD float butterfly_step(float own, float partner) { return add(own, partn
 inline float butterfly(const float lanes[kLanes]) {
   float r[kLanes];
   for (int l = 0; l < kLanes; ++l) r[l] = lanes[l];
-  for (int mask : kButterflyMasks) {
+  for (int step = 0; step < kButterflySteps; ++step) {
+    const int mask = butterfly_mask(step);
     float next[kLanes];
     for (int l = 0; l < kLanes; ++l) next[l] = butterfly_step(r[l], r[l ^ mask]);
     for (int l = 0; l < kLanes; ++l) r[l] = next[l];
@@ -81,7 +83,8 @@ EXACTQ_HD float chunk_x_sum(const float* x) {
 inline constexpr int kWideLanes = 8;
 inline constexpr int kWideSubChunk = 8;
 inline constexpr int kWideMaxVectors = 5;  // vectors per tile; each tile re-reads the weights
-inline constexpr int kWideLadder[] = {4, 2, 1};
+inline constexpr int kWideLadderSteps = 3;
+EXACTQ_HD constexpr int wide_ladder_offset(int step) { return 4 >> step; }  // 4, 2, 1
 
 EXACTQ_HD float wide_dequant(float scale, float q, float bias) { return fma(scale, q, bias); }
 EXACTQ_HD float wide_step(float acc, float x, float w) { return fma(x, w, acc); }
@@ -89,7 +92,8 @@ EXACTQ_HD float wide_step(float acc, float x, float w) { return fma(x, w, acc); 
 inline float wide_ladder(const float lanes[kWideLanes]) {
   float r[kWideLanes];
   for (int l = 0; l < kWideLanes; ++l) r[l] = lanes[l];
-  for (int offset : kWideLadder) {
+  for (int step = 0; step < kWideLadderSteps; ++step) {
+    const int offset = wide_ladder_offset(step);
     // shuffle-down: lane l adds lane l + offset; lanes past the end keep their value (on the
     // GPU they read another row's lane, which never reaches lane 0).
     for (int l = 0; l + offset < kWideLanes; ++l) r[l] = add(r[l], r[l + offset]);

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs what exactq needs from Debian's packages, once. Idempotent; no network use when all is there.
+set -euo pipefail
+packages=(cmake ninja-build g++ libgtest-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libfmt-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "exactq setup: installing ${missing[*]}"
+  sudo_cmd=()
+  [[ $(id -u) == 0 ]] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
+fi

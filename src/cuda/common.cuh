@@ -1,0 +1,155 @@
+// Device-side pieces shared by the CUDA kernels: exact code decoding, weight loads, the
+// activation staging layout, error checks. The arithmetic of each kernel lives in
+// src/common/order.h and is called from here, never re-typed.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "common/order.h"
+#include "exactq/dtype.h"
+#include "exactq/format.h"
+
+#define EXACTQ_CUDA_CHECK(call)                                                                          \
+  do {                                                                                                   \
+    const cudaError_t exactq_err_ = (call);                                                              \
+    if (exactq_err_ != cudaSuccess)                                                                      \
+      throw std::runtime_error(std::string("[exactq] CUDA error: ") + cudaGetErrorString(exactq_err_) + \
+                               " at " + __FILE__ + ":" + std::to_string(__LINE__) + " (" #call ")");     \
+  } while (0)
+
+namespace exactq::cuda_detail {
+
+inline constexpr int kThreads = 256;  // 8 warps per block
+inline constexpr int kWarps = kThreads / 32;
+
+// ---- exact integer codes as floats -----------------------------------------------------------
+// Code at stream bit S of a chunk held in 32-bit words, returned as the exact float q. The cheap
+// path ORs the masked bits under the exponent of 2^23 (one LOP3: 2^23 + q*2^s, exact because
+// q*2^s < 2^16) and removes both the 2^23 and the 2^s with one exact fma. No rounding happens
+// anywhere, so the result is the same float as float(q): the order of docs/design.md is untouched.
+inline constexpr std::uint32_t kMagic = 0x4B000000u;  // 2^23
+
+template <int BITS, int S>
+__device__ __forceinline__ float code_at(const std::uint32_t* words) {
+  constexpr int word = S / 32, s = S % 32;
+  constexpr std::uint32_t mask = (1u << BITS) - 1u;
+  // Compile-time constants (forced, so no division is ever left for run time).
+  constexpr int shift = s >= 16 ? s - 16 : s;
+  constexpr float unscale = 1.0f / float(1u << shift);
+  constexpr float unmagic = -8388608.0f / float(1u << shift);
+  if constexpr (s + BITS <= 16 || (s >= 16 && s + BITS <= 32)) {
+    // The code's 16-bit half goes under the magic exponent once (PRMT, shared by all codes of
+    // that half); then one AND per code keeps the exponent and the code's bits.
+    const std::uint32_t half = __byte_perm(words[word], kMagic, s >= 16 ? 0x7632 : 0x7610);
+    const std::uint32_t f = half & (0xFF000000u | (mask << shift));
+    return __fmaf_rn(__uint_as_float(f), unscale, unmagic);
+  } else {
+    std::uint32_t v;
+    if constexpr (s + BITS <= 32) {
+      v = words[word] >> s;
+    } else {
+      v = __funnelshift_r(words[word], words[word + 1], s);  // a code crossing two words
+    }
+    return __fadd_rn(__uint_as_float((v & mask) | kMagic), -8388608.0f);
+  }
+}
+
+// Codes FIRST .. FIRST+COUNT-1 of a chunk.
+template <int BITS, int FIRST, int COUNT>
+__device__ __forceinline__ void decode_codes(const std::uint32_t* words, float* q) {
+  [&]<int... I>(std::integer_sequence<int, I...>) {
+    ((q[I] = code_at<BITS, (FIRST + I) * BITS>(words)), ...);
+  }(std::make_integer_sequence<int, COUNT>{});
+}
+
+// ---- weight loads ----------------------------------------------------------------------------
+// One chunk is 4*BITS bytes = BITS words, aligned to its own size within a row (rows are whole
+// numbers of chunks), so 4- and 8-bit chunks load as 16-byte vectors, 2- and 6-bit as 8-byte
+// ones, 3- and 5-bit as words. Streaming loads: weights are read once, keep them out of L1.
+template <int BITS>
+__device__ __forceinline__ void load_chunk(const std::uint8_t* p, std::uint32_t (&w)[BITS]) {
+  if constexpr (BITS % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < BITS / 4; ++i) {
+      const uint4 v = __ldcs(reinterpret_cast<const uint4*>(p) + i);
+      w[4 * i] = v.x, w[4 * i + 1] = v.y, w[4 * i + 2] = v.z, w[4 * i + 3] = v.w;
+    }
+  } else if constexpr (BITS % 2 == 0) {
+#pragma unroll
+    for (int i = 0; i < BITS / 2; ++i) {
+      const uint2 v = __ldcs(reinterpret_cast<const uint2*>(p) + i);
+      w[2 * i] = v.x, w[2 * i + 1] = v.y;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < BITS; ++i) w[i] = __ldcs(reinterpret_cast<const unsigned int*>(p) + i);
+  }
+}
+
+// Widening on the device with the hardware conversions: the same values as dtype.h's (every
+// f16/bf16 value is exact in f32), without branches in the inner loops.
+__device__ __forceinline__ float widen_half(unsigned raw16, DType dtype) {
+  return dtype == DType::bf16 ? __uint_as_float(raw16 << 16) : __half2float(__ushort_as_half((unsigned short)raw16));
+}
+
+// ---- activations in shared memory ------------------------------------------------------------
+// x is staged as f32. Value i of a tile sits at swizzle(i, unit): 4-value pieces of each
+// `unit`-sized block are rotated by 4*(block % 8), so 8 lanes reading the same piece of 8
+// consecutive blocks hit 8 different bank quads (no conflicts for 16-byte reads).
+// `unit` is a power of two, 2^unit_shift (a chunk or a group), so this is shifts and masks.
+__device__ __forceinline__ int swizzle(int i, int unit_shift) {
+  const int mask = (1 << unit_shift) - 1;
+  const int block = i >> unit_shift;
+  return (i & ~mask) | (((i & mask) + 4 * (block & 7)) & mask);
+}
+
+// Stages values [first, first + count) of V vectors (rows v0.. of x, width k) into xs
+// ([V][stride] swizzled by 2^unit_shift). count is a multiple of 32 and at most stride.
+template <int V>
+__device__ __forceinline__ void stage_activations(float* xs, int stride, const void* x, DType dtype, std::int64_t k,
+                                                  std::int64_t v0, std::int64_t first, int count, int unit_shift) {
+  const int quads = count / 4;
+  for (int e = threadIdx.x; e < V * quads; e += blockDim.x) {
+    const int v = e / quads, i = (e - v * quads) * 4;
+    const std::size_t g = std::size_t((v0 + v) * k + first + i);
+    float4 f;
+    if (dtype == DType::f32) {
+      f = *reinterpret_cast<const float4*>(static_cast<const float*>(x) + g);
+    } else {
+      const uint2 h = *reinterpret_cast<const uint2*>(static_cast<const std::uint16_t*>(x) + g);
+      f = make_float4(widen_half(h.x & 0xffff, dtype), widen_half(h.x >> 16, dtype), widen_half(h.y & 0xffff, dtype),
+                      widen_half(h.y >> 16, dtype));
+    }
+    *reinterpret_cast<float4*>(xs + v * stride + swizzle(i, unit_shift)) = f;
+  }
+}
+
+__device__ __forceinline__ float group_param(const void* p, std::int64_t i, DType dtype) {
+  if (dtype == DType::f32) return static_cast<const float*>(p)[i];
+  return widen_half(static_cast<const unsigned short*>(p)[i], dtype);
+}
+
+EXACTQ_HD int ceil_div(std::int64_t a, std::int64_t b) { return int((a + b - 1) / b); }
+
+// Largest tile of K (a multiple of 1024 values, at least 1024) whose f32 copy for V vectors,
+// plus `extra_per_value` floats per value, fits the shared-memory budget.
+inline int k_tile(std::int64_t k, int vectors, double extra_per_value) {
+  constexpr double kBudget = 96 * 1024;
+  int tile = int(kBudget / (vectors * 4.0 * (1.0 + extra_per_value)) / 1024) * 1024;
+  tile = tile < 1024 ? 1024 : tile;
+  const std::int64_t k_rounded = (k + 1023) / 1024 * 1024;
+  return int(k_rounded < tile ? k_rounded : tile);
+}
+
+struct LaunchShape {
+  dim3 grid;
+  std::size_t smem = 0;
+};
+
+}  // namespace exactq::cuda_detail

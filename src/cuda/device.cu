@@ -1,0 +1,158 @@
+// The CUDA backend's public entry points: device queries, qmv dispatch, device buffers, timing.
+#include <algorithm>
+#include <vector>
+
+#include "cuda/common.cuh"
+#include "cuda/launch.h"
+#include "exactq/cuda.h"
+
+namespace exactq::cuda_detail {
+
+int sm_count() {
+  static const int count = [] {
+    int device = 0, sms = 0;
+    EXACTQ_CUDA_CHECK(cudaGetDevice(&device));
+    EXACTQ_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    return sms;
+  }();
+  return count;
+}
+
+}  // namespace exactq::cuda_detail
+
+namespace exactq::cuda {
+
+using namespace exactq::cuda_detail;
+
+bool device_available() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no driver" error
+    return false;
+  }
+  return count > 0;
+}
+
+std::string device_description() {
+  int device = 0;
+  cudaDeviceProp prop{};
+  EXACTQ_CUDA_CHECK(cudaGetDevice(&device));
+  EXACTQ_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  return std::string(prop.name) + ", " + std::to_string(prop.multiProcessorCount) + " SMs, " +
+         std::to_string(prop.l2CacheSize >> 20) + " MB L2, sm_" + std::to_string(prop.major) +
+         std::to_string(prop.minor);
+}
+
+int multiprocessor_count() { return sm_count(); }
+
+void qmv(Kernel kernel, const QuantizedMatrixView& w, std::span<const std::byte> x, std::int64_t m,
+         std::span<std::byte> y, const QmvOptions& options, void* stream) {
+  validate_qmv_args(w, x, m, y);
+  if (options.streamed_max_vectors < 1)
+    throw std::invalid_argument("[exactq] streamed_max_vectors = " + std::to_string(options.streamed_max_vectors) +
+                                " must be at least 1");
+  const auto s = static_cast<cudaStream_t>(stream);
+  switch (kernel) {
+    case Kernel::qmv: launch_qmv(w, x.data(), 0, m, y.data(), s); break;
+    case Kernel::qmv_streamed: launch_qmv_streamed(w, x.data(), m, y.data(), options.streamed_max_vectors, s); break;
+    case Kernel::qmv_wide: launch_qmv_wide(w, x.data(), m, y.data(), s); break;
+  }
+}
+
+KernelResources kernel_resources(Kernel kernel, int bits, int vectors) {
+  switch (kernel) {
+    case Kernel::qmv: return qmv_resources(bits);
+    case Kernel::qmv_streamed: return qmv_streamed_resources(bits, vectors);
+    default: return qmv_wide_resources(bits, vectors);
+  }
+}
+
+// ---- device memory ---------------------------------------------------------------------------
+DeviceBuffer::DeviceBuffer(std::size_t bytes) : size_(bytes) {
+  if (bytes > 0) EXACTQ_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data_), bytes));
+}
+DeviceBuffer::~DeviceBuffer() {
+  if (data_) cudaFree(data_);
+}
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept : data_(o.data_), size_(o.size_) {
+  o.data_ = nullptr;
+  o.size_ = 0;
+}
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  std::swap(data_, o.data_);
+  std::swap(size_, o.size_);
+  return *this;
+}
+void DeviceBuffer::upload(std::span<const std::byte> host) {
+  if (host.size() != size_)
+    throw std::invalid_argument("[exactq] upload of " + std::to_string(host.size()) + " bytes into a buffer of " +
+                                std::to_string(size_));
+  if (size_) EXACTQ_CUDA_CHECK(cudaMemcpy(data_, host.data(), size_, cudaMemcpyHostToDevice));
+}
+void DeviceBuffer::download(std::span<std::byte> host) const {
+  if (host.size() != size_)
+    throw std::invalid_argument("[exactq] download of a buffer of " + std::to_string(size_) + " bytes into " +
+                                std::to_string(host.size()));
+  if (size_) EXACTQ_CUDA_CHECK(cudaMemcpy(host.data(), data_, size_, cudaMemcpyDeviceToHost));
+}
+void DeviceBuffer::fill(std::uint8_t value) {
+  if (size_) EXACTQ_CUDA_CHECK(cudaMemset(data_, value, size_));
+}
+
+DeviceMatrix DeviceMatrix::upload(const QuantizedMatrix& host) {
+  host.view().validate();
+  DeviceMatrix d;
+  d.packed = DeviceBuffer(host.packed.size());
+  d.scales = DeviceBuffer(host.scales.size());
+  d.biases = DeviceBuffer(host.biases.size());
+  d.packed.upload(std::as_bytes(std::span(host.packed)));
+  d.scales.upload(host.scales);
+  d.biases.upload(host.biases);
+  const auto packed = d.packed.bytes();
+  d.view = {std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(packed.data()), packed.size()),
+            d.scales.bytes(), d.biases.bytes(), host.n, host.k, host.bits, host.group, host.dtype};
+  return d;
+}
+
+// ---- timing ----------------------------------------------------------------------------------
+double time_qmv_us(Kernel kernel, std::span<const QuantizedMatrixView> weights, std::span<const std::byte> x,
+                   std::int64_t m, std::span<std::byte> y, const QmvOptions& options, int repeats) {
+  if (weights.empty()) throw std::invalid_argument("[exactq] time_qmv_us: no weights");
+  if (repeats < 1) throw std::invalid_argument("[exactq] time_qmv_us: repeats = " + std::to_string(repeats));
+  cudaStream_t stream;
+  EXACTQ_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  // Each graph replay runs `launches` kernels cycling through the weight copies, so a copy is
+  // evicted from L2 before it comes round again.
+  const int launches = int(std::max<std::size_t>(weights.size(), 8));
+  for (const auto& w : weights) qmv(kernel, w, x, m, y, options, stream);  // warm-up, attributes set
+  EXACTQ_CUDA_CHECK(cudaStreamSynchronize(stream));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  EXACTQ_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
+  for (int i = 0; i < launches; ++i) qmv(kernel, weights[std::size_t(i) % weights.size()], x, m, y, options, stream);
+  EXACTQ_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  EXACTQ_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t start, stop;
+  EXACTQ_CUDA_CHECK(cudaEventCreate(&start));
+  EXACTQ_CUDA_CHECK(cudaEventCreate(&stop));
+  for (int i = 0; i < 3; ++i) EXACTQ_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  std::vector<double> samples;
+  for (int i = 0; i < repeats; ++i) {
+    EXACTQ_CUDA_CHECK(cudaEventRecord(start, stream));
+    EXACTQ_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    EXACTQ_CUDA_CHECK(cudaEventRecord(stop, stream));
+    EXACTQ_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    EXACTQ_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    samples.push_back(double(ms) * 1000.0 / launches);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+  std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
+  return samples[samples.size() / 2];
+}
+
+}  // namespace exactq::cuda

@@ -1,0 +1,54 @@
+// qmv_streamed on CUDA: qmv's order, up to V vectors per pass over the weights (docs/design.md §4).
+// M vectors go in ceil(M / Vmax) passes of equal width V (MLX's balancing); a remainder narrower
+// than V runs as its own launch. Every instantiated width computes each vector exactly as qmv.
+#include "cuda/family_launch.cuh"
+
+namespace exactq::cuda_detail {
+
+namespace {
+inline constexpr int kMaxStreamed = 8;
+
+template <typename F>
+void dispatch_vectors(int v, F&& f) {
+  switch (v) {
+    case 2: f.template operator()<2>(); break;
+    case 3: f.template operator()<3>(); break;
+    case 4: f.template operator()<4>(); break;
+    case 5: f.template operator()<5>(); break;
+    case 6: f.template operator()<6>(); break;
+    case 7: f.template operator()<7>(); break;
+    case 8: f.template operator()<8>(); break;
+    default: throw std::invalid_argument("[exactq] qmv_streamed: no instantiation for V = " + std::to_string(v));
+  }
+}
+}  // namespace
+
+void launch_qmv_streamed(const QuantizedMatrixView& w, const void* x, std::int64_t m, void* y, int max_vectors,
+                         cudaStream_t stream) {
+  const int vmax = max_vectors < kMaxStreamed ? max_vectors : kMaxStreamed;
+  const std::int64_t passes = (m + vmax - 1) / vmax;
+  const int width = int((m + passes - 1) / passes);
+  const std::int64_t full = m / width;
+  const int rest = int(m - full * width);
+  auto launch = [&](int v, std::int64_t offset, std::int64_t tiles) {
+    if (v == 1) return launch_qmv(w, x, offset, tiles, y, stream);
+    dispatch_vectors(v, [&]<int V>() {
+      dispatch_bits(w.bits, [&]<int BITS>() { launch_family<BITS, V>(w, x, offset, tiles, y, m, stream); });
+    });
+  };
+  launch(width, 0, full);
+  if (rest > 0) launch(rest, full * width, 1);
+}
+
+cuda::KernelResources qmv_streamed_resources(int bits, int vectors) {
+  if (vectors == 1) return qmv_resources(bits);
+  cuda::KernelResources r;
+  dispatch_vectors(vectors, [&]<int V>() { dispatch_bits(bits, [&]<int BITS>() { r = family_resources<BITS, V>(); }); });
+  return r;
+}
+
+}  // namespace exactq::cuda_detail
+
+namespace exactq::cuda {
+int max_streamed_vectors() { return 8; }
+}  // namespace exactq::cuda

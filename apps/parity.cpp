@@ -238,6 +238,8 @@ void add_parity_command(CLI::App& app, int& exit_code) {
     if (!c.against.empty() && c.against != "cpu")
       throw std::invalid_argument(fmt::format("--against: '{}' is not supported (only cpu)", c.against));
     validate_shape(c.n, c.k, c.bits, c.group);
+    if (c.m_max < 1 || c.m_max > 4096)
+      throw std::invalid_argument(fmt::format("--m-max {} is out of range [1, 4096]", c.m_max));
     auto backend = make_backend(c.backend, c.options);
     std::unique_ptr<Backend> reference;
     if (!c.against.empty()) reference = make_backend(c.against, c.options);

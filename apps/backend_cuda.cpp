@@ -48,6 +48,19 @@ class CudaBackend final : public Backend {
     return cuda::time_qmv_us(kernel, views, dx.bytes(), m, dy.bytes(), options_, repeats);
   }
 
+  nlohmann::json kernel_resources(int bits) override {
+    nlohmann::json out = nlohmann::json::array();
+    auto add = [&](Kernel k, int v) {
+      const auto r = cuda::kernel_resources(k, bits, v);
+      out.push_back({{"kernel", std::string(to_string(k))}, {"vectors_per_pass", v}, {"registers", r.registers},
+                     {"spilled_bytes", r.local_bytes}, {"blocks_per_sm", r.blocks_per_sm}});
+    };
+    add(Kernel::qmv, 1);
+    for (int v = 2; v <= cuda::max_streamed_vectors(); ++v) add(Kernel::qmv_streamed, v);
+    for (int v = 1; v <= 5; ++v) add(Kernel::qmv_wide, v);
+    return out;
+  }
+
   double read_ceiling_bytes_per_s() override { return cuda::read_bandwidth(std::size_t(2) << 30, 20); }
 
  private:

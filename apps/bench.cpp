@@ -27,6 +27,11 @@ nlohmann::json run_bench(const BenchConfig& c, Backend& backend) {
   out["config"] = {{"backend", backend.name()}, {"device", backend.device_description()}, {"bits", c.bits},
                    {"group", c.group},          {"dtype", std::string(to_string(c.dtype))}, {"repeats", repeats}};
   out["read_ceiling_gb_s"] = ceiling / 1e9;
+  out["kernel_resources"] = backend.kernel_resources(c.bits);
+  for (const auto& r : out["kernel_resources"])
+    fmt::print("{:<13} V={} registers {:>3}, spilled {:>4} B, {} blocks/SM\n", r["kernel"].get<std::string>(),
+               r["vectors_per_pass"].get<int>(), r["registers"].get<int>(), r["spilled_bytes"].get<int>(),
+               r["blocks_per_sm"].get<int>());
   fmt::print("read ceiling (same run, streaming read): {:.1f} GB/s\n", ceiling / 1e9);
   fmt::print("{:<14} {:>7} {:>6} {:<13} {:>3} {:>10} {:>9} {:>7} {:>10}\n", "shape", "N", "K", "kernel", "M", "us",
              "GB/s", "of roof", "recovered");
@@ -75,6 +80,13 @@ std::string bench_markdown(const nlohmann::json& r) {
                                r["config"]["device"].get<std::string>(), r["config"]["bits"].get<int>(),
                                r["config"]["group"].get<int>(), r["config"]["dtype"].get<std::string>(),
                                r["config"]["repeats"].get<int>(), r["read_ceiling_gb_s"].get<double>());
+  if (r.contains("kernel_resources") && !r["kernel_resources"].empty()) {
+    md += "| kernel | V (vectors per weight pass) | registers | spilled bytes | blocks/SM |\n|---|---|---|---|---|\n";
+    for (const auto& k : r["kernel_resources"])
+      md += fmt::format("| {} | {} | {} | {} | {} |\n", k["kernel"].get<std::string>(), k["vectors_per_pass"].get<int>(),
+                        k["registers"].get<int>(), k["spilled_bytes"].get<int>(), k["blocks_per_sm"].get<int>());
+    md += "\n";
+  }
   md += "| shape | N | K | kernel | M | µs | GB/s | of ceiling | recovered |\n|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& row : r["rows"]) {
     md += fmt::format("| {} | {} | {} | {} | {} | {:.1f} | {:.1f} | {:.1f}% | {} |\n", row["shape"].get<std::string>(),

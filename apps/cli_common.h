@@ -34,6 +34,9 @@ class Backend {
   // Bytes per second of a plain streaming read measured now, on this backend: the ceiling.
   virtual double read_ceiling_bytes_per_s() = 0;
   virtual std::string device_description() const = 0;
+  // Registers, spilled bytes and occupancy of each kernel instantiation at these bits (empty
+  // where the backend has no such notion): why a streamed width stops paying.
+  virtual nlohmann::json kernel_resources(int /*bits*/) { return nlohmann::json::array(); }
 };
 
 // "cpu" or "cuda"; "auto" picks cuda when a GPU is usable, else cpu. Throws std::invalid_argument

@@ -26,10 +26,10 @@ struct QmvParams {
   DType dtype;
 };
 
-// Chunks whose loads one lane keeps in flight at once: enough to cover HBM latency, few
-// enough that the weights stay in registers (more vectors need more accumulators).
+// Chunks per row in one batch of loads (two batches are in flight while one is computed):
+// enough to cover HBM latency, few enough that the weights stay in registers.
 template <int BITS, int V, int ROWS>
-inline constexpr int kChunksInFlight = V == 1 ? (BITS <= 4 ? 8 : 4) / ROWS : (V <= 3 ? 2 : 1);
+inline constexpr int kChunksInFlight = V == 1 ? (BITS <= 4 ? 4 : 2) / ROWS > 0 ? (BITS <= 4 ? 4 : 2) / ROWS : 1 : 1;
 
 // One chunk of ROWS rows against V vectors: the order of docs/design.md §3, per (row, vector).
 template <int BITS, int V, int ROWS>
@@ -74,7 +74,7 @@ __device__ __forceinline__ void chunk_step(const std::uint32_t (&w)[ROWS][BITS],
 }
 
 template <int BITS, int V, int ROWS>
-__global__ void __launch_bounds__(kThreads, 2) qmv_family_kernel(const QmvParams p) {
+__global__ void __launch_bounds__(kThreads, V >= 6 ? 1 : 2) qmv_family_kernel(const QmvParams p) {
   constexpr int U = kChunksInFlight<BITS, V, ROWS>;
   extern __shared__ float4 shared_raw[];
   float* xs = reinterpret_cast<float*>(shared_raw);  // [V][tile_values], chunk-swizzled
@@ -126,11 +126,13 @@ __global__ void __launch_bounds__(kThreads, 2) qmv_family_kernel(const QmvParams
       if (tiles > 1) stage(tile);
       const std::int64_t chunk0 = std::int64_t(tile) * tile_chunks;
       const int count = int((p.k / kChunkValues - chunk0) < tile_chunks ? (p.k / kChunkValues - chunk0) : tile_chunks);
-      // Loads for U chunks per lane are issued before any of them is used: U * ROWS 16-byte
-      // (at 4 bits) requests in flight per lane keep HBM busy; the arithmetic order is untouched.
-      for (int c0 = lane; c0 < count; c0 += 32 * U) {
-        std::uint32_t w[U][ROWS][BITS];
-        float scale[U][ROWS], bias[U][ROWS];
+      // Software pipeline: the loads of the next batch of U chunks (per row) are issued before
+      // the current batch is computed, so every lane always has loads in flight. Two register
+      // buffers, used alternately; the arithmetic order is untouched (chunks still go in
+      // increasing order per lane).
+      std::uint32_t wa[U][ROWS][BITS], wb[U][ROWS][BITS];
+      float sa[U][ROWS], ba[U][ROWS], sb[U][ROWS], bb[U][ROWS];
+      auto load_batch = [&](int c0, std::uint32_t (&w)[U][ROWS][BITS], float (&sc)[U][ROWS], float (&bi)[U][ROWS]) {
 #pragma unroll
         for (int u = 0; u < U; ++u) {
           const std::int64_t gc = chunk0 + c0 + 32 * u;
@@ -138,16 +140,31 @@ __global__ void __launch_bounds__(kThreads, 2) qmv_family_kernel(const QmvParams
 #pragma unroll
             for (int r = 0; r < ROWS; ++r) {
               load_chunk<BITS>(wrow[r] + gc * (4 * BITS), w[u][r]);
-              scale[u][r] = group_param(p.scales, prow[r] + (gc >> group_shift), p.dtype);
-              bias[u][r] = group_param(p.biases, prow[r] + (gc >> group_shift), p.dtype);
+              sc[u][r] = group_param(p.scales, prow[r] + (gc >> group_shift), p.dtype);
+              bi[u][r] = group_param(p.biases, prow[r] + (gc >> group_shift), p.dtype);
             }
           }
         }
+      };
+      auto compute_batch = [&](int c0, const std::uint32_t (&w)[U][ROWS][BITS], const float (&sc)[U][ROWS],
+                               const float (&bi)[U][ROWS]) {
 #pragma unroll
         for (int u = 0; u < U; ++u) {
           const int c = c0 + 32 * u;
-          if (c < count) chunk_step<BITS, V, ROWS>(w[u], scale[u], bias[u], xs, p.tile_values, sums, tile_chunks, c, total);
+          if (c < count) chunk_step<BITS, V, ROWS>(w[u], sc[u], bi[u], xs, p.tile_values, sums, tile_chunks, c, total);
         }
+      };
+      constexpr int kBatch = 32 * U;
+      int c0 = lane;
+      if (c0 < count) load_batch(c0, wa, sa, ba);
+      while (c0 < count) {
+        if (c0 + kBatch < count) load_batch(c0 + kBatch, wb, sb, bb);
+        compute_batch(c0, wa, sa, ba);
+        c0 += kBatch;
+        if (c0 >= count) break;
+        if (c0 + kBatch < count) load_batch(c0 + kBatch, wa, sa, ba);
+        compute_batch(c0, wb, sb, bb);
+        c0 += kBatch;
       }
     }
 

@@ -159,7 +159,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   }
   cmd->footer(preset_help);
   struct Args {
-    std::string backend = "auto", shapes = "gemma12b", ms = "1-8", kernels = "qmv,qmv_streamed,qmv_wide", dtype = "bf16";
+    std::string backend = "auto", shapes = "gemma12b", ms = "1-16", kernels = "qmv,qmv_streamed,qmv_wide", dtype = "bf16";
     std::string json, markdown, plot;
     int bits = 4, group = 64, repeats = 0, vmax = 8, threads = 0;
   };

@@ -237,22 +237,13 @@ void write_text(const std::string& path, const std::string& text) {
 void write_json(const std::string& path, const nlohmann::json& j) { write_text(path, j.dump(2) + "\n"); }
 
 QuantizedMatrix random_quantized(std::int64_t n, std::int64_t k, int bits, int group, DType dtype, std::uint64_t seed) {
-  validate_shape(n, k, bits, group);
-  QuantizedMatrix q;
-  q.n = n;
-  q.k = k;
-  q.bits = bits;
-  q.group = group;
-  q.dtype = dtype;
+  QuantizedMatrix q = QuantizedMatrix::zeros(n, k, bits, group, dtype);
   std::mt19937_64 rng(seed ^ 0x243f6a8885a308d3ull);
-  q.packed.resize(std::size_t(n * packed_row_bytes(k, bits)));
   for (std::size_t i = 0; i < q.packed.size(); i += 8) {
     const std::uint64_t r = rng();
     for (std::size_t b = 0; b < 8 && i + b < q.packed.size(); ++b) q.packed[i + b] = std::uint8_t(r >> (8 * b));
   }
   const std::size_t params = std::size_t(n * (k / group));
-  q.scales.resize(params * dtype_size(dtype));
-  q.biases.resize(params * dtype_size(dtype));
   const float levels = float((1 << bits) - 1);
   std::uniform_real_distribution<float> range(0.01f, 0.2f);
   for (std::size_t i = 0; i < params; ++i) {

@@ -99,6 +99,8 @@ struct QuantizedMatrix {
   DType dtype = DType::bf16;
 
   QuantizedMatrixView view() const { return {packed, scales, biases, n, k, bits, group, dtype}; }
+  // A matrix of this shape with every byte zero. Throws std::invalid_argument on a bad shape.
+  static QuantizedMatrix zeros(std::int64_t n, std::int64_t k, int bits, int group, DType dtype);
 };
 
 // Throws std::invalid_argument unless bits, group, n and k form a valid shape.

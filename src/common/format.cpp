@@ -34,6 +34,20 @@ void validate_shape(std::int64_t n, std::int64_t k, int bits, int group) {
     fail("K = " + std::to_string(k) + " is not a multiple of the group size " + std::to_string(group));
 }
 
+QuantizedMatrix QuantizedMatrix::zeros(std::int64_t n, std::int64_t k, int bits, int group, DType dtype) {
+  validate_shape(n, k, bits, group);
+  QuantizedMatrix q;
+  q.n = n;
+  q.k = k;
+  q.bits = bits;
+  q.group = group;
+  q.dtype = dtype;
+  q.packed.assign(std::size_t(n * packed_row_bytes(k, bits)), 0);
+  q.scales.assign(std::size_t(n * (k / group)) * dtype_size(dtype), std::byte{0});
+  q.biases.assign(q.scales.size(), std::byte{0});
+  return q;
+}
+
 std::int64_t QuantizedMatrixView::weight_bytes() const {
   return n * row_bytes() + 2 * n * groups_per_row() * std::int64_t(dtype_size(dtype));
 }

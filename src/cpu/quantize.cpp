@@ -50,16 +50,8 @@ QuantizedMatrix quantize(std::span<const float> w, std::int64_t n, std::int64_t 
   if (w.size() != std::size_t(n * k))
     throw std::invalid_argument("[exactq] quantize: weights have " + std::to_string(w.size()) +
                                 " elements, expected N*K = " + std::to_string(n * k));
-  QuantizedMatrix q;
-  q.n = n;
-  q.k = k;
-  q.bits = bits;
-  q.group = group;
-  q.dtype = dtype;
+  QuantizedMatrix q = QuantizedMatrix::zeros(n, k, bits, group, dtype);
   const std::int64_t groups = k / group;
-  q.packed.assign(std::size_t(n * packed_row_bytes(k, bits)), 0);
-  q.scales.resize(std::size_t(n * groups) * dtype_size(dtype));
-  q.biases.resize(std::size_t(n * groups) * dtype_size(dtype));
   const float levels = float((1 << bits) - 1);
   for (std::int64_t r = 0; r < n; ++r) {
     std::uint8_t* row = q.packed.data() + r * packed_row_bytes(k, bits);

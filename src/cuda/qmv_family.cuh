@@ -29,7 +29,16 @@ struct QmvParams {
 // Chunks per row in one batch of loads (two batches are in flight while one is computed):
 // enough to cover HBM latency, few enough that the weights stay in registers.
 template <int BITS, int V, int ROWS>
-inline constexpr int kChunksInFlight = V == 1 ? (BITS <= 4 ? 4 : 2) / ROWS > 0 ? (BITS <= 4 ? 4 : 2) / ROWS : 1 : 1;
+// Tuning knobs for experiments (-D on the nvcc line). The defaults are the measured best of
+// docs/benchmark_results/2026-12-02-h200-step1.md: occupancy (4 blocks of 8 warps per SM, 64
+// registers) beat deeper per-warp batches at 128 registers and 2 blocks.
+#ifndef EXACTQ_FAMILY_BATCH
+#define EXACTQ_FAMILY_BATCH 1
+#endif
+#ifndef EXACTQ_FAMILY_MIN_BLOCKS
+#define EXACTQ_FAMILY_MIN_BLOCKS 4
+#endif
+inline constexpr int kChunksInFlight = V == 1 ? EXACTQ_FAMILY_BATCH : 1;
 
 // One chunk of ROWS rows against V vectors: the order of docs/design.md §3, per (row, vector).
 template <int BITS, int V, int ROWS>
@@ -74,7 +83,7 @@ __device__ __forceinline__ void chunk_step(const std::uint32_t (&w)[ROWS][BITS],
 }
 
 template <int BITS, int V, int ROWS>
-__global__ void __launch_bounds__(kThreads, V >= 6 ? 1 : 2) qmv_family_kernel(const QmvParams p) {
+__global__ void __launch_bounds__(kThreads, V >= 6 ? 1 : (V == 1 ? EXACTQ_FAMILY_MIN_BLOCKS : 2)) qmv_family_kernel(const QmvParams p) {
   constexpr int U = kChunksInFlight<BITS, V, ROWS>;
   extern __shared__ float4 shared_raw[];
   float* xs = reinterpret_cast<float*>(shared_raw);  // [V][tile_values], chunk-swizzled

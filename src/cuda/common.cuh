@@ -130,6 +130,11 @@ __device__ __forceinline__ void stage_activations(float* xs, int stride, const v
   }
 }
 
+__device__ __forceinline__ float group_param_at(const unsigned char* p, DType dtype) {
+  if (dtype == DType::f32) return *reinterpret_cast<const float*>(p);
+  return widen_half(*reinterpret_cast<const unsigned short*>(p), dtype);
+}
+
 __device__ __forceinline__ float group_param(const void* p, std::int64_t i, DType dtype) {
   if (dtype == DType::f32) return static_cast<const float*>(p)[i];
   return widen_half(static_cast<const unsigned short*>(p)[i], dtype);

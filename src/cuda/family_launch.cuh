@@ -6,8 +6,8 @@
 
 namespace exactq::cuda_detail {
 
-// Rows per warp: 4 lets a warp read each activation piece once for 4 rows; 2 halves the
-// granularity of the last wave. Numerically irrelevant (rows are independent).
+// Rows per warp of qmv_streamed: each activation piece read from shared memory serves 4 rows.
+// (qmv uses 2, see qmv.cu.) Numerically irrelevant: rows are independent.
 inline constexpr int kFamilyRows = 4;
 
 template <int BITS, int V>
@@ -53,16 +53,6 @@ cuda::KernelResources family_resources() {
   EXACTQ_CUDA_CHECK(cudaFuncGetAttributes(&a, qmv_family_kernel<BITS, V, ROWS>));
   const std::size_t smem = family_shared_bytes<BITS, V>(k_tile(4096, V, 1.0 / kChunkValues));
   return {a.numRegs, int(a.localSizeBytes), a.maxThreadsPerBlock, family_blocks_per_sm<BITS, V, ROWS>(smem)};
-}
-
-// Per-warp work of a launch with ROWS rows per warp: rows per warp times the number of rounds
-// the row blocks need over the resident blocks. The smaller wins (ties go to 4 rows).
-template <int BITS, int V, int ROWS>
-std::int64_t family_cost(const QuantizedMatrixView& w) {
-  const std::size_t smem = family_shared_bytes<BITS, V>(k_tile(w.k, V, 1.0 / kChunkValues));
-  const std::int64_t resident = std::int64_t(family_blocks_per_sm<BITS, V, ROWS>(smem)) * sm_count();
-  const std::int64_t row_blocks = (w.n + kWarps * ROWS - 1) / (kWarps * ROWS);
-  return (row_blocks + resident - 1) / resident * ROWS;
 }
 
 // Runtime bits to the template.

@@ -4,19 +4,19 @@
 
 namespace exactq::cuda_detail {
 
+namespace {
+inline constexpr int kQmvRows = 2;
+}  // namespace
+
 void launch_qmv(const QuantizedMatrixView& w, const void* x, std::int64_t vector_offset, std::int64_t m, void* y,
                 cudaStream_t stream) {
-  dispatch_bits(w.bits, [&]<int BITS>() {
-    if (family_cost<BITS, 1, 2>(w) < family_cost<BITS, 1, 4>(w))
-      launch_family<BITS, 1, 2>(w, x, vector_offset, m, y, vector_offset + m, stream);
-    else
-      launch_family<BITS, 1, 4>(w, x, vector_offset, m, y, vector_offset + m, stream);
-  });
+  // Two rows per warp: at the 64 registers that 4 blocks per SM allow, four rows spill.
+  dispatch_bits(w.bits, [&]<int BITS>() { launch_family<BITS, 1, kQmvRows>(w, x, vector_offset, m, y, vector_offset + m, stream); });
 }
 
 cuda::KernelResources qmv_resources(int bits) {
   cuda::KernelResources r;
-  dispatch_bits(bits, [&]<int BITS>() { r = family_resources<BITS, 1>(); });
+  dispatch_bits(bits, [&]<int BITS>() { r = family_resources<BITS, 1, kQmvRows>(); });
   return r;
 }
 

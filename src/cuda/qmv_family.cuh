@@ -30,13 +30,14 @@ struct QmvParams {
 // enough to cover HBM latency, few enough that the weights stay in registers.
 template <int BITS, int V, int ROWS>
 // Tuning knobs for experiments (-D on the nvcc line). The defaults are the measured best of
-// docs/benchmark_results/2026-12-02-h200-step1.md: occupancy (4 blocks of 8 warps per SM, 64
-// registers) beat deeper per-warp batches at 128 registers and 2 blocks.
+// docs/benchmark_results/2026-12-02-h200-step1.md: occupancy (3-4 blocks of 8 warps per SM)
+// beat deeper per-warp batches at 128 registers and 2 blocks; at qmv's 2 rows per warp, 3
+// blocks (80 registers) avoid the spills that 4 blocks (64 registers) cause.
 #ifndef EXACTQ_FAMILY_BATCH
 #define EXACTQ_FAMILY_BATCH 1
 #endif
 #ifndef EXACTQ_FAMILY_MIN_BLOCKS
-#define EXACTQ_FAMILY_MIN_BLOCKS 4
+#define EXACTQ_FAMILY_MIN_BLOCKS 3
 #endif
 inline constexpr int kChunksInFlight = V == 1 ? EXACTQ_FAMILY_BATCH : 1;
 
@@ -141,18 +142,37 @@ __global__ void __launch_bounds__(kThreads, V >= 6 ? 1 : (V == 1 ? EXACTQ_FAMILY
       // increasing order per lane).
       std::uint32_t wa[U][ROWS][BITS], wb[U][ROWS][BITS];
       float sa[U][ROWS], ba[U][ROWS], sb[U][ROWS], bb[U][ROWS];
+      // Per-row pointers that walk with the lane's chunks (lane, lane+32, ...): one add per row
+      // and batch instead of 64-bit index arithmetic per load.
+      const int param_bytes = int(dtype_size(p.dtype));
+      const int param_step = (32 >> group_shift) * param_bytes;  // 32 chunks further along K
+      const std::uint8_t* wp[ROWS];
+      const unsigned char* sp[ROWS];
+      const unsigned char* bp[ROWS];
+#pragma unroll
+      for (int r = 0; r < ROWS; ++r) {
+        const std::int64_t first = chunk0 + lane;
+        wp[r] = wrow[r] + first * (4 * BITS);
+        sp[r] = static_cast<const unsigned char*>(p.scales) + (prow[r] + (first >> group_shift)) * param_bytes;
+        bp[r] = static_cast<const unsigned char*>(p.biases) + (prow[r] + (first >> group_shift)) * param_bytes;
+      }
       auto load_batch = [&](int c0, std::uint32_t (&w)[U][ROWS][BITS], float (&sc)[U][ROWS], float (&bi)[U][ROWS]) {
 #pragma unroll
         for (int u = 0; u < U; ++u) {
-          const std::int64_t gc = chunk0 + c0 + 32 * u;
           if (c0 + 32 * u < count) {
 #pragma unroll
             for (int r = 0; r < ROWS; ++r) {
-              load_chunk<BITS>(wrow[r] + gc * (4 * BITS), w[u][r]);
-              sc[u][r] = group_param(p.scales, prow[r] + (gc >> group_shift), p.dtype);
-              bi[u][r] = group_param(p.biases, prow[r] + (gc >> group_shift), p.dtype);
+              load_chunk<BITS>(wp[r] + u * (32 * 4 * BITS), w[u][r]);
+              sc[u][r] = group_param_at(sp[r] + u * param_step, p.dtype);
+              bi[u][r] = group_param_at(bp[r] + u * param_step, p.dtype);
             }
           }
+        }
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r) {
+          wp[r] += U * (32 * 4 * BITS);
+          sp[r] += U * param_step;
+          bp[r] += U * param_step;
         }
       };
       auto compute_batch = [&](int c0, const std::uint32_t (&w)[U][ROWS][BITS], const float (&sc)[U][ROWS],

@@ -1,6 +1,7 @@
 // Launch helper of the qmv-family kernel, shared by qmv.cu and qmv_streamed.cu.
 #pragma once
 
+#include "common/dispatch.h"
 #include "cuda/launch.h"
 #include "cuda/qmv_family.cuh"
 
@@ -58,15 +59,7 @@ cuda::KernelResources family_resources() {
 // Runtime bits to the template.
 template <typename F>
 void dispatch_bits(int bits, F&& f) {
-  switch (bits) {
-    case 2: f.template operator()<2>(); break;
-    case 3: f.template operator()<3>(); break;
-    case 4: f.template operator()<4>(); break;
-    case 5: f.template operator()<5>(); break;
-    case 6: f.template operator()<6>(); break;
-    case 8: f.template operator()<8>(); break;
-    default: throw std::invalid_argument("[exactq] unsupported bits " + std::to_string(bits));
-  }
+  dispatch_value<2, 3, 4, 5, 6, 8>(bits, "bits", std::forward<F>(f));
 }
 
 }  // namespace exactq::cuda_detail

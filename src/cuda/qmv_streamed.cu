@@ -10,16 +10,7 @@ inline constexpr int kMaxStreamed = 8;
 
 template <typename F>
 void dispatch_vectors(int v, F&& f) {
-  switch (v) {
-    case 2: f.template operator()<2>(); break;
-    case 3: f.template operator()<3>(); break;
-    case 4: f.template operator()<4>(); break;
-    case 5: f.template operator()<5>(); break;
-    case 6: f.template operator()<6>(); break;
-    case 7: f.template operator()<7>(); break;
-    case 8: f.template operator()<8>(); break;
-    default: throw std::invalid_argument("[exactq] qmv_streamed: no instantiation for V = " + std::to_string(v));
-  }
+  dispatch_value<2, 3, 4, 5, 6, 7, 8>(v, "qmv_streamed V", std::forward<F>(f));
 }
 }  // namespace
 

@@ -101,14 +101,7 @@ __global__ void __launch_bounds__(kThreads) qmv_wide_kernel(const QmvParams p) {
 
 template <typename F>
 void dispatch_wide_vectors(int v, F&& f) {
-  switch (v) {
-    case 1: f.template operator()<1>(); break;
-    case 2: f.template operator()<2>(); break;
-    case 3: f.template operator()<3>(); break;
-    case 4: f.template operator()<4>(); break;
-    case 5: f.template operator()<5>(); break;
-    default: throw std::invalid_argument("[exactq] qmv_wide: no instantiation for V = " + std::to_string(v));
-  }
+  dispatch_value<1, 2, 3, 4, 5>(v, "qmv_wide V", std::forward<F>(f));
 }
 
 template <int BITS, int V>

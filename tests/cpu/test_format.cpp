@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/dispatch.h"
 #include "exactq/format.h"
 #include "test_util.h"
 
@@ -259,3 +260,27 @@ TEST(Format, ValidateShape) {
 
 }  // namespace
 }  // namespace exactq::test
+
+// The run-time to template dispatch used by every kernel launcher (src/common/dispatch.h).
+
+TEST(Dispatch, CallsTheMatchingInstantiationOnlyAndRejectsOthers) {
+  for (int v : {2, 3, 4, 5, 6, 8}) {
+    int seen = 0, calls = 0;
+    exactq::dispatch_value<2, 3, 4, 5, 6, 8>(v, "bits", [&]<int V>() {
+      seen = V;
+      ++calls;
+    });
+    EXPECT_EQ(seen, v);
+    EXPECT_EQ(calls, 1);
+  }
+  for (int bad : {0, 1, 7, 9, -4}) {
+    int calls = 0;
+    try {
+      exactq::dispatch_value<2, 3, 4, 5, 6, 8>(bad, "bits", [&]<int>() { ++calls; });
+      ADD_FAILURE() << "no exception for " << bad;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("bits = " + std::to_string(bad)), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(calls, 0);
+  }
+}

@@ -64,7 +64,7 @@ void add_demo_command(CLI::App& app, int& exit_code) {
     BenchConfig b;
     b.shapes = parse_shapes(gpu ? "gemma12b,big" : "cpu-default");
     b.ms = gpu ? std::vector<std::int64_t>{1, 2, 3, 4, 5, 6, 8, 12, 16} : std::vector<std::int64_t>{1, 2, 4, 8};
-    b.repeats = gpu ? 0 : 3;
+    b.repeats = gpu ? 20 : 3;
     run_bench(b, *backend);
 
     fmt::print("\n== summary ==\n");

@@ -89,16 +89,8 @@ RefGroup mlx_reference(const float* v, int count, int bits, QuantRule rule) {
 
 QuantizedMatrix reference_quantize(const std::vector<float>& w, std::int64_t n, std::int64_t k, int bits, int group,
                                    DType dtype, QuantRule rule) {
-  QuantizedMatrix q;
-  q.n = n;
-  q.k = k;
-  q.bits = bits;
-  q.group = group;
-  q.dtype = dtype;
+  QuantizedMatrix q = reference_zeros(n, k, bits, group, dtype);
   const std::int64_t groups = k / group, row_bytes = k * bits / 8;
-  q.packed.assign(std::size_t(n * row_bytes), 0);
-  q.scales.resize(std::size_t(n * groups) * ref_size(dtype));
-  q.biases.resize(q.scales.size());
   for (std::int64_t r = 0; r < n; ++r)
     for (std::int64_t g = 0; g < groups; ++g) {
       const RefGroup p = mlx_reference(w.data() + r * k + g * group, group, bits, rule);

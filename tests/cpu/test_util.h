@@ -173,24 +173,30 @@ inline std::uint32_t ref_unpack(const std::uint8_t* row, std::int64_t k, int bit
 
 // ---- random problems (generated without exactq's quantizer or converters) --------------------
 
-// A valid quantized matrix: uniform random codes, and per-group (scale, bias) spanning about
-// [-r, r] with either scale sign, as MLX's rule produces for trained weights.
-inline QuantizedMatrix random_matrix(std::int64_t n, std::int64_t k, int bits, int group, DType dtype,
-                                     std::mt19937_64& rng) {
+// A zeroed matrix of this shape, sized here (not by exactq) so the oracles stay independent.
+inline QuantizedMatrix reference_zeros(std::int64_t n, std::int64_t k, int bits, int group, DType dtype) {
   QuantizedMatrix q;
   q.n = n;
   q.k = k;
   q.bits = bits;
   q.group = group;
   q.dtype = dtype;
+  q.packed.assign(std::size_t(n * k * bits / 8), 0);
+  q.scales.assign(std::size_t(n * (k / group)) * ref_size(dtype), std::byte{0});
+  q.biases.assign(q.scales.size(), std::byte{0});
+  return q;
+}
+
+// A valid quantized matrix: uniform random codes, and per-group (scale, bias) spanning about
+// [-r, r] with either scale sign, as MLX's rule produces for trained weights.
+inline QuantizedMatrix random_matrix(std::int64_t n, std::int64_t k, int bits, int group, DType dtype,
+                                     std::mt19937_64& rng) {
+  QuantizedMatrix q = reference_zeros(n, k, bits, group, dtype);
   const std::int64_t row_bytes = k * bits / 8;
-  q.packed.assign(std::size_t(n * row_bytes), 0);
   const std::uint32_t mask = (1u << bits) - 1u;
   for (std::int64_t r = 0; r < n; ++r)
     for (std::int64_t c = 0; c < k; ++c) ref_pack(q.packed.data() + r * row_bytes, c, bits, std::uint32_t(rng()) & mask);
   const std::size_t params = std::size_t(n * (k / group));
-  q.scales.resize(params * ref_size(dtype));
-  q.biases.resize(params * ref_size(dtype));
   std::uniform_real_distribution<float> log_r(std::log(0.005f), std::log(0.2f));
   std::uniform_real_distribution<float> jitter(0.8f, 1.2f);
   const float levels = float(mask);

@@ -2,7 +2,8 @@
 //
 // The conversions are written as integer bit manipulation so that the CPU mirror and the CUDA
 // kernels share one definition and agree on every input, including subnormals and NaN
-// (a NaN always becomes the canonical 0x7fff, as CUDA's __float2half_rn/__float2bfloat16_rn do).
+// (a NaN always becomes the canonical 0x7fff, as CUDA's __float2half_rn/__float2bfloat16_rn do,
+// and an f32 NaN output the canonical 0x7fffffff).
 #pragma once
 
 #include <cstddef>
@@ -102,7 +103,9 @@ EXACTQ_HD float load_f32(const void* base, std::size_t i, DType t) {
 
 EXACTQ_HD void store_f32(void* base, std::size_t i, DType t, float v) {
   switch (t) {
-    case DType::f32: static_cast<float*>(base)[i] = v; break;
+    // NaN payloads propagate differently on x86 (first operand's payload) and CUDA (canonical):
+    // every NaN is stored as 0x7fffffff so that CPU and GPU bytes agree on every input.
+    case DType::f32: static_cast<float*>(base)[i] = v != v ? float_from_bits(0x7fffffffu) : v; break;
     case DType::f16: static_cast<std::uint16_t*>(base)[i] = f32_to_f16(v); break;
     default: static_cast<std::uint16_t*>(base)[i] = f32_to_bf16(v); break;
   }

@@ -279,3 +279,27 @@ TEST(DType, ParseAndNames) {
 
 }  // namespace
 }  // namespace exactq::test
+
+// Outputs: every NaN is stored canonically, whatever its payload, so CPU and GPU bytes agree
+// (x86 propagates payloads, CUDA does not). Finite values and infinities are stored unchanged.
+TEST(DType, StoreCanonicalisesNaNAndKeepsEverythingElse) {
+  const std::uint32_t nans[] = {0x7fc00000u, 0xffc00000u, 0x7f800001u, 0x7fffffffu, 0xffa5a5a5u};
+  for (std::uint32_t bits : nans) {
+    std::uint32_t out32 = 0;
+    std::uint16_t out16 = 0;
+    exactq::store_f32(&out32, 0, exactq::DType::f32, __builtin_bit_cast(float, bits));
+    EXPECT_EQ(out32, 0x7fffffffu) << std::hex << bits;
+    exactq::store_f32(&out16, 0, exactq::DType::f16, __builtin_bit_cast(float, bits));
+    EXPECT_EQ(out16, 0x7fffu) << std::hex << bits;
+    exactq::store_f32(&out16, 0, exactq::DType::bf16, __builtin_bit_cast(float, bits));
+    EXPECT_EQ(out16, 0x7fffu) << std::hex << bits;
+  }
+  std::mt19937 rng(12345);
+  for (int i = 0; i < 100000; ++i) {
+    std::uint32_t bits = rng();
+    if ((bits & 0x7fffffffu) > 0x7f800000u) continue;  // NaN: covered above
+    std::uint32_t out = 0;
+    exactq::store_f32(&out, 0, exactq::DType::f32, __builtin_bit_cast(float, bits));
+    ASSERT_EQ(out, bits);
+  }
+}

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -150,6 +151,25 @@ TEST(CudaQmv, WidthInvariantWithNegativeControl) {
   // The negative control.
   EXPECT_GT(differing(run_gpu(Kernel::qmv_wide, p, p.x, m_max), chain), 0)
       << "qmv_wide equals qmv on every byte: the identity checks above could not have failed";
+}
+
+// Non-finite activations: infinities and NaNs (with assorted payloads) must give the same bytes
+// on the GPU as on the CPU. NaN outputs are canonical on both sides (dtype.h).
+TEST(CudaQmv, NonFiniteInputsEqualCpuMirror) {
+  REQUIRE_GPU();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+    Problem p = make_problem(64, 1024, 4, 64, dtype, 6, seed + int(dtype));
+    std::mt19937_64 rng(seed);
+    const float specials[] = {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                              __builtin_bit_cast(float, 0x7fc00000u), __builtin_bit_cast(float, 0xffa5a5a5u)};
+    for (int i = 0; i < 12; ++i) store_f32(p.x.data(), std::size_t(rng() % (6 * 1024)), dtype, specials[i % 4]);
+    for (Kernel kernel : {Kernel::qmv, Kernel::qmv_streamed, Kernel::qmv_wide}) {
+      SCOPED_TRACE(std::string(to_string(kernel)) + " " + std::string(to_string(dtype)));
+      EXPECT_EQ(differing(run_gpu(kernel, p, p.x, 6), run_cpu(kernel, p, p.x, 6)), 0);
+    }
+  }
 }
 
 TEST(CudaQmv, RejectsBadArguments) {

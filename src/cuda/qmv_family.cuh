@@ -26,9 +26,6 @@ struct QmvParams {
   DType dtype;
 };
 
-// Chunks per row in one batch of loads (two batches are in flight while one is computed):
-// enough to cover HBM latency, few enough that the weights stay in registers.
-template <int BITS, int V, int ROWS>
 // Tuning knobs for experiments (-D on the nvcc line). The defaults are the measured best of
 // docs/benchmark_results/2026-12-02-h200-step1.md: occupancy (3-4 blocks of 8 warps per SM)
 // beat deeper per-warp batches at 128 registers and 2 blocks; at qmv's 2 rows per warp, 3
@@ -39,6 +36,10 @@ template <int BITS, int V, int ROWS>
 #ifndef EXACTQ_FAMILY_MIN_BLOCKS
 #define EXACTQ_FAMILY_MIN_BLOCKS 3
 #endif
+
+// Chunks per row in one batch of loads (two batches are in flight while one is computed):
+// enough to cover HBM latency, few enough that the weights stay in registers.
+template <int BITS, int V, int ROWS>
 inline constexpr int kChunksInFlight = V == 1 ? EXACTQ_FAMILY_BATCH : 1;
 
 // One chunk of ROWS rows against V vectors: the order of docs/design.md §3, per (row, vector).

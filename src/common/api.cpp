@@ -50,7 +50,7 @@ void qmv(Kernel kernel, const QuantizedMatrixView& w, std::span<const std::byte>
   if (options.streamed_max_vectors < 1)
     fail("streamed_max_vectors = " + std::to_string(options.streamed_max_vectors) + " must be at least 1");
   if (options.threads < 0) fail("threads = " + std::to_string(options.threads) + " must be >= 0");
-  const Activations a = widen_activations(x, m, w.k, w.dtype, is_exact_family(kernel));
+  const Activations a = widen_activations(x, m, w.k, w.dtype, is_exact_family(kernel) ? w.bits : 0);
   switch (kernel) {
     case Kernel::qmv: qmv_narrow(w, a, y, options.threads); break;
     case Kernel::qmv_streamed: qmv_streamed(w, a, y, options.streamed_max_vectors, options.threads); break;

@@ -38,15 +38,57 @@ EXACTQ_HD float mul(float a, float b) {
 // ---- qmv family (qmv, qmv_streamed) ---------------------------------------------------------
 // One row, one vector. Chunk c (codes 32c .. 32c+31) belongs to lane c % 32; each lane takes its
 // chunks in increasing c. Per chunk, with x the f32 activations and q the integer codes:
-//   A = 0;  A = fma(x[i], q[i], A)        for i = 0..31        (code_step)
-//   S = 0;  S = S + x[i]                  for i = 0..31        (sum_step; a property of x alone)
-//   R[lane] = R[lane] + fma(scale, A, bias * S)                 (chunk_fold, lane_add)
+//   F = chunk_lift(x)                                            (a property of x alone)
+//   A = 0;  A = fma(lift_x(x[i], F, shift_i), scaled_code(q[i], shift_i), A)   for i = 0..31
+//   S = 0;  S = S + x[i]                                         for i = 0..31  (sum_step)
+//   R[lane] = R[lane] + fma(scale, unlift(A, F), bias * S)      (chunk_fold, lane_add)
 // then the xor butterfly over the 32 lanes with masks 16, 8, 4, 2, 1, and y = T(R).
+//
+// Why the lift (docs/design.md §3.1): a 32-bit pattern below 2^24 read as an f32 is exactly
+// pattern * 2^-149 (exponent field 0 or 1). So a code masked in place at bit `shift` of a word
+// already IS the float q * 2^(shift-149): one AND per code on the GPU, no int-to-float
+// conversion, no magic number to subtract. The activations are lifted by 2^(F-shift) to
+// compensate, so each product is x*q*2^(F-149), the true product times a power of two that
+// depends on the chunk of x only; unlift removes it from A once per chunk. When nothing
+// underflows, A is exactly the unlifted sum times 2^(F-149), so the lift changes no bit of the
+// plain fma(x, q, A) chain; it only makes the cheap decode legal.
 inline constexpr int kLanes = 32;
 inline constexpr int kButterflySteps = 5;
 EXACTQ_HD constexpr int butterfly_mask(int step) { return 16 >> step; }  // 16, 8, 4, 2, 1
 
-EXACTQ_HD float code_step(float acc, float x, float q) { return fma(x, q, acc); }
+// Where code i of a chunk is masked out. Its stream bits are [i*bits, i*bits + bits); word
+// j = i*bits/32 holds bit s = i*bits % 32 of them. The source is the word pair (w[j+1]:w[j])
+// shifted right by `code_source_offset` (0, 8 or 16: the least that puts the whole code below
+// bit 24, where a masked pattern is still linear in q), and the code then sits at `code_shift`.
+EXACTQ_HD constexpr int code_source_offset(int bits, int i) {
+  const int s = i * bits % 32;
+  return s + bits <= 24 ? 0 : (s + bits <= 32 ? 8 : 16);
+}
+EXACTQ_HD constexpr int code_shift(int bits, int i) { return i * bits % 32 - code_source_offset(bits, i); }
+
+// 2^n as an f32, for n in [-126, 127].
+EXACTQ_HD float pow2(int n) { return float_from_bits(std::uint32_t(n + 127) << 23); }
+
+// The code as the float q * 2^(shift-149) (exact: the pattern q << shift is below 2^24).
+EXACTQ_HD float scaled_code(std::uint32_t q, int shift) { return float_from_bits(q << shift); }
+
+// F from the largest |x| of the chunk, given as its bit pattern (the largest pattern of
+// bits & 0x7fffffff; a NaN or infinity gives field 255). With E = max(exponent field, 1),
+// |x| < 2^(E-126), so F = 253 - E keeps every lifted value below 2^127, and capping F at 127
+// keeps the factor 2^(F-shift) an ordinary float. F is in [-2, 127].
+EXACTQ_HD int chunk_lift(std::uint32_t max_abs_bits) {
+  const int field = int(max_abs_bits >> 23);
+  const int e = field < 1 ? 1 : field;
+  return 253 - e < 127 ? 253 - e : 127;
+}
+EXACTQ_HD float lift_x(float x, int lift, int shift) { return mul(x, pow2(lift - shift)); }
+// The two factors of unlift, 2^(149-F) split so each is an f32: 149-F is in [22, 151].
+EXACTQ_HD float unlift_first(int lift) { return pow2(149 - lift < 127 ? 149 - lift : 127); }
+EXACTQ_HD float unlift_second(int lift) { return pow2(149 - lift < 127 ? 0 : 149 - lift - 127); }
+// Both factors are >= 1 and |A| < 2^-9, so neither product rounds unless the true value overflows.
+EXACTQ_HD float unlift(float code_dot, float first, float second) { return mul(mul(code_dot, first), second); }
+
+EXACTQ_HD float code_step(float acc, float lifted_x, float scaled_q) { return fma(lifted_x, scaled_q, acc); }
 EXACTQ_HD float sum_step(float sum, float x) { return add(sum, x); }
 EXACTQ_HD float chunk_fold(float scale, float bias, float code_dot, float x_sum) {
   return fma(scale, code_dot, mul(bias, x_sum));
@@ -67,12 +109,21 @@ inline float butterfly(const float lanes[kLanes]) {
   return r[0];
 }
 
-// The chunk sum S of 32 consecutive activations: shared by every row, so kernels compute it
-// once per vector (it only depends on x).
+// The per-chunk facts of x that every row shares, so kernels compute them once per vector:
+// the sum S, the lift F, and the lifted activations (which also depend on the code shifts, so
+// on bits).
 EXACTQ_HD float chunk_x_sum(const float* x) {
   float s = 0.0f;
   for (int i = 0; i < kChunkValues; ++i) s = sum_step(s, x[i]);
   return s;
+}
+EXACTQ_HD std::uint32_t chunk_max_abs_bits(const float* x) {
+  std::uint32_t m = 0;
+  for (int i = 0; i < kChunkValues; ++i) {
+    const std::uint32_t a = bits_from_float(x[i]) & 0x7fffffffu;
+    m = a > m ? a : m;
+  }
+  return m;
 }
 
 // ---- qmv_wide (the inexact arm) -------------------------------------------------------------

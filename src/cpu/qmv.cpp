@@ -7,18 +7,21 @@ namespace exactq::cpu {
 // One row against one vector: each chunk's contribution goes to lane c % 32, in increasing c,
 // which is exactly the order in which lane l walks its chunks l, l+32, l+64, ...
 static float qmv_row(const std::uint8_t* row, const float* scales, const float* biases, int group, int bits,
-                     const float* x, const float* x_sums, std::int64_t chunks) {
+                     const Activations& x, std::int64_t v, std::int64_t chunks) {
   float lanes[order::kLanes] = {};
   const std::int64_t chunks_per_group = group / kChunkValues;
+  const float* lifted = x.lifted_row(v);
+  const std::size_t facts = std::size_t(v * chunks);
   for (std::int64_t c = 0; c < chunks; ++c) {
     float q[kChunkValues];
-    chunk_codes(row, c, bits, q);
-    const float* xc = x + c * kChunkValues;
+    chunk_scaled_codes(row, c, bits, q);
+    const float* xc = lifted + c * kChunkValues;
     float a = 0.0f;
     for (int i = 0; i < kChunkValues; ++i) a = order::code_step(a, xc[i], q[i]);
+    a = order::unlift(a, x.unlift_first[facts + c], x.unlift_second[facts + c]);
     const std::int64_t g = c / chunks_per_group;
     const int lane = int(c % order::kLanes);
-    lanes[lane] = order::lane_add(lanes[lane], order::chunk_fold(scales[g], biases[g], a, x_sums[c]));
+    lanes[lane] = order::lane_add(lanes[lane], order::chunk_fold(scales[g], biases[g], a, x.sums(v)[c]));
   }
   return order::butterfly(lanes);
 }
@@ -31,7 +34,7 @@ void qmv_narrow(const QuantizedMatrixView& w, const Activations& x, std::span<st
       widen_group_params(w, n, scales, biases);
       const std::uint8_t* row = w.packed.data() + n * w.row_bytes();
       for (std::int64_t v = 0; v < x.m; ++v) {
-        const float r = qmv_row(row, scales.data(), biases.data(), w.group, w.bits, x.row(v), x.sums(v), chunks);
+        const float r = qmv_row(row, scales.data(), biases.data(), w.group, w.bits, x, v, chunks);
         store_f32(y.data(), std::size_t(v * w.n + n), w.dtype, r);
       }
     }

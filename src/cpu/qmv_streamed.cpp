@@ -23,13 +23,15 @@ void qmv_streamed(const QuantizedMatrixView& w, const Activations& x, std::span<
         std::fill(lanes.begin(), lanes.end(), 0.0f);
         for (std::int64_t c = 0; c < chunks; ++c) {
           float q[kChunkValues];
-          chunk_codes(row, c, w.bits, q);  // decoded once for the whole tile
+          chunk_scaled_codes(row, c, w.bits, q);  // decoded once for the whole tile
           const std::int64_t g = c / chunks_per_group;
           const int lane = int(c % order::kLanes);
           for (int v = 0; v < tile; ++v) {
-            const float* xc = x.row(v0 + v) + c * kChunkValues;
+            const float* xc = x.lifted_row(v0 + v) + c * kChunkValues;
             float a = 0.0f;
             for (int i = 0; i < kChunkValues; ++i) a = order::code_step(a, xc[i], q[i]);
+            const std::size_t at = std::size_t((v0 + v) * chunks + c);
+            a = order::unlift(a, x.unlift_first[at], x.unlift_second[at]);
             float& total = lanes[std::size_t(v) * order::kLanes + lane];
             total = order::lane_add(total, order::chunk_fold(scales[g], biases[g], a, x.sums(v0 + v)[c]));
           }

@@ -68,6 +68,25 @@ __device__ __forceinline__ void decode_codes(const std::uint32_t* words, float* 
   }(std::make_integer_sequence<int, COUNT>{});
 }
 
+// Code I of a chunk as order.h's scaled float q * 2^(shift-149): its bits masked in place
+// (docs/design.md §3.1). One AND per code; the shifted source words (offset 8 or 16) are
+// computed once per word and shared by the codes they serve.
+template <int BITS, int I>
+__device__ __forceinline__ float scaled_code_at(const std::uint32_t* words) {
+  constexpr int bit = I * BITS, word = bit / 32, s = bit % 32;
+  constexpr int offset = order::code_source_offset(BITS, I);
+  constexpr std::uint32_t mask = ((1u << BITS) - 1u) << order::code_shift(BITS, I);
+  std::uint32_t source;
+  if constexpr (offset == 0) {
+    source = words[word];
+  } else if constexpr (s + BITS <= 32) {
+    source = words[word] >> offset;
+  } else {
+    source = __funnelshift_r(words[word], words[word + 1], offset);  // a code crossing two words
+  }
+  return __uint_as_float(source & mask);
+}
+
 // ---- weight loads ----------------------------------------------------------------------------
 // One chunk is 4*BITS bytes = BITS words, aligned to its own size within a row (rows are whole
 // numbers of chunks), so 4- and 8-bit chunks load as 16-byte vectors, 2- and 6-bit as 8-byte
@@ -140,13 +159,23 @@ __device__ __forceinline__ float group_param(const void* p, std::int64_t i, DTyp
   return widen_half(static_cast<const unsigned short*>(p)[i], dtype);
 }
 
+// Group parameters with the dtype known at compile time where speed needs it (PARAM = the
+// DType's value), or read at run time (PARAM = kRuntimeDtype), for kernels that amortise it.
+inline constexpr int kRuntimeDtype = -1;
+template <int PARAM>
+__device__ __forceinline__ float load_param(const void* base, std::int64_t i, DType dtype) {
+  const DType t = PARAM == kRuntimeDtype ? dtype : DType(PARAM);
+  if (t == DType::f32) return static_cast<const float*>(base)[i];
+  const unsigned raw = static_cast<const unsigned short*>(base)[i];
+  return t == DType::bf16 ? __uint_as_float(raw << 16) : __half2float(__ushort_as_half((unsigned short)raw));
+}
+
 EXACTQ_HD int ceil_div(std::int64_t a, std::int64_t b) { return int((a + b - 1) / b); }
 
 // Largest tile of K (a multiple of 1024 values, at least 1024) whose f32 copy for V vectors,
-// plus `extra_per_value` floats per value, fits the shared-memory budget.
-inline int k_tile(std::int64_t k, int vectors, double extra_per_value) {
-  constexpr double kBudget = 96 * 1024;
-  int tile = int(kBudget / (vectors * 4.0 * (1.0 + extra_per_value)) / 1024) * 1024;
+// plus `extra_per_value` floats per value, fits `budget` bytes of shared memory.
+inline int k_tile(std::int64_t k, int vectors, double extra_per_value, double budget = 96 * 1024) {
+  int tile = int(budget / (vectors * 4.0 * (1.0 + extra_per_value)) / 1024) * 1024;
   tile = tile < 1024 ? 1024 : tile;
   const std::int64_t k_rounded = (k + 1023) / 1024 * 1024;
   return int(k_rounded < tile ? k_rounded : tile);

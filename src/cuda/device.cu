@@ -1,5 +1,7 @@
 // The CUDA backend's public entry points: device queries, qmv dispatch, device buffers, timing.
 #include <algorithm>
+#include <cstdint>
+#include <cstdio>
 #include <vector>
 
 #include "cuda/common.cuh"
@@ -45,9 +47,28 @@ std::string device_description() {
 
 int multiprocessor_count() { return sm_count(); }
 
+namespace {
+// The kernels load weights and activations in 16-byte vectors and parameters and outputs as
+// elements; a pointer that breaks that would fault on the device, so it is refused here.
+void require_aligned(const void* p, std::size_t alignment, const char* what) {
+  const auto address = reinterpret_cast<std::uintptr_t>(p);
+  if (address % alignment != 0) {
+    char hex[32];
+    std::snprintf(hex, sizeof hex, "%#llx", static_cast<unsigned long long>(address));
+    throw std::invalid_argument(std::string("[exactq] ") + what + " at " + hex + " is not " +
+                                std::to_string(alignment) + "-byte aligned (the CUDA kernels need it)");
+  }
+}
+}  // namespace
+
 void qmv(Kernel kernel, const QuantizedMatrixView& w, std::span<const std::byte> x, std::int64_t m,
          std::span<std::byte> y, const QmvOptions& options, void* stream) {
   validate_qmv_args(w, x, m, y);
+  require_aligned(w.packed.data(), 16, "packed weights");
+  require_aligned(x.data(), 16, "activations");
+  require_aligned(w.scales.data(), dtype_size(w.dtype), "scales");
+  require_aligned(w.biases.data(), dtype_size(w.dtype), "biases");
+  require_aligned(y.data(), dtype_size(w.dtype), "output");
   if (options.streamed_max_vectors < 1)
     throw std::invalid_argument("[exactq] streamed_max_vectors = " + std::to_string(options.streamed_max_vectors) +
                                 " must be at least 1");

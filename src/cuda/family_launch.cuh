@@ -7,18 +7,21 @@
 
 namespace exactq::cuda_detail {
 
-// Rows per warp of qmv_streamed: each activation piece read from shared memory serves 4 rows.
-// (qmv uses 2, see qmv.cu.) Numerically irrelevant: rows are independent.
+// Rows per warp: each piece of lifted activations read from shared memory serves 4 rows.
+// Numerically irrelevant: rows are independent.
 inline constexpr int kFamilyRows = 4;
 
-template <int BITS, int V>
-std::size_t family_shared_bytes(int tile_values) {
-  return std::size_t(V) * tile_values * 4 + std::size_t(V) * (tile_values / kChunkValues) * 4;
+// Shared memory a block may use: at 72 KB three blocks fit an SM (228 KB), so K up to 16384
+// is staged once per block at V = 1.
+inline constexpr double kFamilySharedBudget = 72 * 1024;
+
+inline int family_tile(std::int64_t k, int vectors) {
+  return k_tile(k, vectors, 1.0 / 8, kFamilySharedBudget);  // + a float4 of facts per 32 values
 }
 
-template <int BITS, int V, int ROWS = kFamilyRows>
+template <int BITS, int V, int ROWS, int PARAM>
 int family_blocks_per_sm(std::size_t smem) {
-  auto kernel = qmv_family_kernel<BITS, V, ROWS>;
+  auto kernel = qmv_family_kernel<BITS, V, ROWS, PARAM>;
   static const bool raised = [&] {
     EXACTQ_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 * 1024));
     return true;
@@ -30,30 +33,34 @@ int family_blocks_per_sm(std::size_t smem) {
 }
 
 // Launches `tiles` tiles of V vectors starting at vector_offset.
-template <int BITS, int V, int ROWS = kFamilyRows>
+template <int BITS, int V, int ROWS, int PARAM>
 void launch_family(const QuantizedMatrixView& w, const void* x, std::int64_t vector_offset, std::int64_t tiles,
-                   void* y, std::int64_t m_total, cudaStream_t stream) {
-  QmvParams p{w.packed.data(), w.scales.data(), w.biases.data(), x, y, w.n, w.k, m_total, 0, w.group,
-              k_tile(w.k, V, 1.0 / kChunkValues), w.dtype};
-  const std::size_t smem = family_shared_bytes<BITS, V>(p.tile_values);
-  const std::int64_t row_blocks = (w.n + kWarps * ROWS - 1) / (kWarps * ROWS);
-  const std::int64_t resident = std::int64_t(family_blocks_per_sm<BITS, V, ROWS>(smem)) * sm_count();
-  const unsigned grid_x = unsigned(row_blocks < resident ? row_blocks : resident);
+                   void* y, cudaStream_t stream) {
+  if (w.n * (w.k / w.group) >= (std::int64_t(1) << 31))
+    throw std::invalid_argument("[exactq] N * K / group = " + std::to_string(w.n * (w.k / w.group)) +
+                                " group parameters: the CUDA qmv family indexes them with 32 bits (at most 2^31 - 1)");
+  QmvParams p{w.packed.data(), w.scales.data(), w.biases.data(), x, y, w.n, w.k, 0, w.group, family_tile(w.k, V),
+              w.dtype};
+  const std::size_t smem = family_shared_bytes(V, p.tile_values);
+  const std::int64_t tasks = (w.n + ROWS - 1) / ROWS;
+  const std::int64_t blocks_needed = (tasks + kWarps - 1) / kWarps;
+  const std::int64_t resident = std::int64_t(family_blocks_per_sm<BITS, V, ROWS, PARAM>(smem)) * sm_count();
+  const unsigned grid_x = unsigned(blocks_needed < resident ? blocks_needed : resident);
   constexpr std::int64_t kMaxGridY = 65535;
   for (std::int64_t t0 = 0; t0 < tiles; t0 += kMaxGridY) {
     const std::int64_t count = tiles - t0 < kMaxGridY ? tiles - t0 : kMaxGridY;
     p.vector_offset = vector_offset + t0 * V;
-    qmv_family_kernel<BITS, V, ROWS><<<dim3(grid_x, unsigned(count)), kThreads, smem, stream>>>(p);
+    qmv_family_kernel<BITS, V, ROWS, PARAM><<<dim3(grid_x, unsigned(count)), kThreads, smem, stream>>>(p);
     EXACTQ_CUDA_CHECK(cudaGetLastError());
   }
 }
 
-template <int BITS, int V, int ROWS = kFamilyRows>
+template <int BITS, int V, int ROWS, int PARAM>
 cuda::KernelResources family_resources() {
   cudaFuncAttributes a{};
-  EXACTQ_CUDA_CHECK(cudaFuncGetAttributes(&a, qmv_family_kernel<BITS, V, ROWS>));
-  const std::size_t smem = family_shared_bytes<BITS, V>(k_tile(4096, V, 1.0 / kChunkValues));
-  return {a.numRegs, int(a.localSizeBytes), a.maxThreadsPerBlock, family_blocks_per_sm<BITS, V, ROWS>(smem)};
+  EXACTQ_CUDA_CHECK(cudaFuncGetAttributes(&a, qmv_family_kernel<BITS, V, ROWS, PARAM>));
+  const std::size_t smem = family_shared_bytes(V, family_tile(4096, V));
+  return {a.numRegs, int(a.localSizeBytes), a.maxThreadsPerBlock, family_blocks_per_sm<BITS, V, ROWS, PARAM>(smem)};
 }
 
 // Runtime bits to the template.

@@ -5,18 +5,32 @@
 namespace exactq::cuda_detail {
 
 namespace {
-inline constexpr int kQmvRows = 2;
+#ifndef EXACTQ_QMV_ROWS
+#define EXACTQ_QMV_ROWS 2
+#endif
+inline constexpr int kQmvRows = EXACTQ_QMV_ROWS;
+// The param dtype is a template argument here (a branch per scale and bias load costs issue
+// slots at M = 1); qmv_streamed reads it at run time, amortised over its V vectors.
+template <typename F>
+void dispatch_dtype(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::f32: f.template operator()<int(DType::f32)>(); break;
+    case DType::f16: f.template operator()<int(DType::f16)>(); break;
+    default: f.template operator()<int(DType::bf16)>(); break;
+  }
+}
 }  // namespace
 
 void launch_qmv(const QuantizedMatrixView& w, const void* x, std::int64_t vector_offset, std::int64_t m, void* y,
                 cudaStream_t stream) {
-  // Two rows per warp: at the 64 registers that 4 blocks per SM allow, four rows spill.
-  dispatch_bits(w.bits, [&]<int BITS>() { launch_family<BITS, 1, kQmvRows>(w, x, vector_offset, m, y, vector_offset + m, stream); });
+  dispatch_bits(w.bits, [&]<int BITS>() {
+    dispatch_dtype(w.dtype, [&]<int PARAM>() { launch_family<BITS, 1, kQmvRows, PARAM>(w, x, vector_offset, m, y, stream); });
+  });
 }
 
 cuda::KernelResources qmv_resources(int bits) {
   cuda::KernelResources r;
-  dispatch_bits(bits, [&]<int BITS>() { r = family_resources<BITS, 1, kQmvRows>(); });
+  dispatch_bits(bits, [&]<int BITS>() { r = family_resources<BITS, 1, kQmvRows, int(DType::bf16)>(); });
   return r;
 }
 

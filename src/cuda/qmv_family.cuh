@@ -5,8 +5,12 @@
 //
 // Layout: 8 warps per block, ROWS output rows per warp (how rows are spread over warps does not
 // enter any row's order). Lane l takes chunks l, l+32, ... of K in increasing order, exactly the
-// CPU mirror's lane map. K is walked in tiles staged in shared memory as f32 (with each chunk's
-// activation sum S), so activations are read from L2 once per block, not once per warp.
+// CPU mirror's lane map. K is walked in tiles staged once per block in shared memory: the lifted
+// activations of §3.1 and, per chunk, the facts every row shares (S and the unlift factors).
+//
+// Cost per weight and vector, which is what decides the speed at M = 1 (the H200 can issue
+// about 4.6 instructions per weight at its read ceiling): one AND (the code is masked in place,
+// already a float), one FFMA, and per 4 weights one shared-memory read split over ROWS rows.
 #pragma once
 
 #include "cuda/common.cuh"
@@ -19,113 +23,156 @@ struct QmvParams {
   const void* biases;
   const void* x;
   void* y;
-  std::int64_t n, k, m;
+  std::int64_t n, k;
   std::int64_t vector_offset;  // first vector of this launch
   int group;
   int tile_values;  // K tile staged at a time (multiple of 1024)
   DType dtype;
 };
 
-// Tuning knobs for experiments (-D on the nvcc line). The defaults are the measured best of
-// docs/benchmark_results/2026-12-02-h200-step1.md: occupancy (3-4 blocks of 8 warps per SM)
-// beat deeper per-warp batches at 128 registers and 2 blocks; at qmv's 2 rows per warp, 3
-// blocks (80 registers) avoid the spills that 4 blocks (64 registers) cause.
-#ifndef EXACTQ_FAMILY_BATCH
-#define EXACTQ_FAMILY_BATCH 1
-#endif
-#ifndef EXACTQ_FAMILY_MIN_BLOCKS
-#define EXACTQ_FAMILY_MIN_BLOCKS 3
-#endif
+// Where piece j (values 4j .. 4j+3) of chunk c of a tile sits, in float4s. Chunk-interleaved:
+// the pieces j of 32 consecutive chunks are 32 consecutive float4s, so lane l reads its chunk's
+// pieces at fixed offsets from one base and a warp's 32 reads are conflict-free.
+__device__ __forceinline__ int piece_index(int c, int j) { return (c >> 5) * 256 + j * 32 + (c & 31); }
 
-// Chunks per row in one batch of loads (two batches are in flight while one is computed):
-// enough to cover HBM latency, few enough that the weights stay in registers.
-template <int BITS, int V, int ROWS>
-inline constexpr int kChunksInFlight = V == 1 ? EXACTQ_FAMILY_BATCH : 1;
+// Shared memory of one block: per vector, tile_values lifted activations, then per chunk a float4
+// {S, unlift_first, unlift_second, unused}.
+inline std::size_t family_shared_bytes(int vectors, int tile_values) {
+  return std::size_t(vectors) * tile_values * 4 + std::size_t(vectors) * (tile_values / kChunkValues) * 16;
+}
+
+// One thread per (vector, chunk): reads the chunk's 32 activations, then computes order.h's
+// per-chunk facts in the chunk's own order (the sum S runs i = 0..31).
+template <int BITS, int V>
+__device__ __forceinline__ void stage_lifted(float4* lifted, float4* facts, int tile_values, const QmvParams& p,
+                                             std::int64_t v0, std::int64_t first, int count) {
+  const int chunks = count / kChunkValues;
+  const int tile_chunks = tile_values / kChunkValues;
+  for (int t = threadIdx.x; t < V * chunks; t += blockDim.x) {
+    const int v = t / chunks, c = t - v * chunks;
+    const std::size_t at = std::size_t((v0 + v) * p.k + first) + std::size_t(c) * kChunkValues;
+    float x[kChunkValues];
+    if (p.dtype == DType::f32) {
+      const float4* src = reinterpret_cast<const float4*>(static_cast<const float*>(p.x) + at);
+#pragma unroll
+      for (int j = 0; j < kChunkValues / 4; ++j) {
+        const float4 f = src[j];
+        x[4 * j] = f.x, x[4 * j + 1] = f.y, x[4 * j + 2] = f.z, x[4 * j + 3] = f.w;
+      }
+    } else {
+      const uint4* src = reinterpret_cast<const uint4*>(static_cast<const std::uint16_t*>(p.x) + at);
+#pragma unroll
+      for (int j = 0; j < kChunkValues / 8; ++j) {
+        const uint4 h = src[j];
+        const unsigned words[4] = {h.x, h.y, h.z, h.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          x[8 * j + 2 * e] = widen_half(words[e] & 0xffffu, p.dtype);
+          x[8 * j + 2 * e + 1] = widen_half(words[e] >> 16, p.dtype);
+        }
+      }
+    }
+    const int lift = order::chunk_lift(order::chunk_max_abs_bits(x));
+    facts[v * tile_chunks + c] =
+        make_float4(order::chunk_x_sum(x), order::unlift_first(lift), order::unlift_second(lift), 0.0f);
+    float4* out = lifted + v * (tile_values / 4);
+#pragma unroll
+    for (int j = 0; j < kChunkValues / 4; ++j)
+      out[piece_index(c, j)] = make_float4(
+          order::lift_x(x[4 * j], lift, order::code_shift(BITS, 4 * j)),
+          order::lift_x(x[4 * j + 1], lift, order::code_shift(BITS, 4 * j + 1)),
+          order::lift_x(x[4 * j + 2], lift, order::code_shift(BITS, 4 * j + 2)),
+          order::lift_x(x[4 * j + 3], lift, order::code_shift(BITS, 4 * j + 3)));
+  }
+}
 
 // One chunk of ROWS rows against V vectors: the order of docs/design.md §3, per (row, vector).
 template <int BITS, int V, int ROWS>
 __device__ __forceinline__ void chunk_step(const std::uint32_t (&w)[ROWS][BITS], const float (&scale)[ROWS],
-                                           const float (&bias)[ROWS], const float* xs, int tile_values,
-                                           const float* sums, int tile_chunks, int c, float (&total)[ROWS][V]) {
+                                           const float (&bias)[ROWS], const float4* lifted, int vector_stride,
+                                           const float4* facts, int facts_stride, int c, float (&total)[ROWS][V]) {
   float acc[ROWS][V];
 #pragma unroll
   for (int r = 0; r < ROWS; ++r)
 #pragma unroll
     for (int v = 0; v < V; ++v) acc[r][v] = 0.0f;
-  // Four codes at a time: the activations of a piece are read once for all rows.
+  const float4* base = lifted + piece_index(c, 0);
+  // Four codes at a time: a piece of lifted activations is read once for all rows.
   [&]<int... J>(std::integer_sequence<int, J...>) {
     (
         [&] {
           constexpr int j = J;
           float4 xv[V];
 #pragma unroll
-          for (int v = 0; v < V; ++v)
-            xv[v] = *reinterpret_cast<const float4*>(xs + v * tile_values + c * kChunkValues +
-                                                     (4 * j + 4 * (c & 7)) % kChunkValues);
+          for (int v = 0; v < V; ++v) xv[v] = base[v * vector_stride + j * 32];
 #pragma unroll
           for (int r = 0; r < ROWS; ++r) {
-            float q[4];
-            decode_codes<BITS, 4 * j, 4>(w[r], q);
+            const float q0 = scaled_code_at<BITS, 4 * j>(w[r]), q1 = scaled_code_at<BITS, 4 * j + 1>(w[r]);
+            const float q2 = scaled_code_at<BITS, 4 * j + 2>(w[r]), q3 = scaled_code_at<BITS, 4 * j + 3>(w[r]);
 #pragma unroll
             for (int v = 0; v < V; ++v) {
-              acc[r][v] = order::code_step(acc[r][v], xv[v].x, q[0]);
-              acc[r][v] = order::code_step(acc[r][v], xv[v].y, q[1]);
-              acc[r][v] = order::code_step(acc[r][v], xv[v].z, q[2]);
-              acc[r][v] = order::code_step(acc[r][v], xv[v].w, q[3]);
+              acc[r][v] = order::code_step(acc[r][v], xv[v].x, q0);
+              acc[r][v] = order::code_step(acc[r][v], xv[v].y, q1);
+              acc[r][v] = order::code_step(acc[r][v], xv[v].z, q2);
+              acc[r][v] = order::code_step(acc[r][v], xv[v].w, q3);
             }
           }
         }(),
         ...);
   }(std::make_integer_sequence<int, kChunkValues / 4>{});
 #pragma unroll
-  for (int r = 0; r < ROWS; ++r)
+  for (int v = 0; v < V; ++v) {
+    const float4 f = facts[v * facts_stride + c];  // {S, unlift_first, unlift_second}
 #pragma unroll
-    for (int v = 0; v < V; ++v)
-      total[r][v] = order::lane_add(total[r][v], order::chunk_fold(scale[r], bias[r], acc[r][v], sums[v * tile_chunks + c]));
+    for (int r = 0; r < ROWS; ++r)
+      total[r][v] = order::lane_add(
+          total[r][v], order::chunk_fold(scale[r], bias[r], order::unlift(acc[r][v], f.y, f.z), f.x));
+  }
 }
 
-template <int BITS, int V, int ROWS>
-__global__ void __launch_bounds__(kThreads, V >= 6 ? 1 : (V == 1 ? EXACTQ_FAMILY_MIN_BLOCKS : 2)) qmv_family_kernel(const QmvParams p) {
-  constexpr int U = kChunksInFlight<BITS, V, ROWS>;
+// Tuning knobs for experiments (-D on the nvcc line); the defaults are the measured best
+// (docs/benchmark_results/).
+#ifndef EXACTQ_FAMILY_MIN_BLOCKS
+#define EXACTQ_FAMILY_MIN_BLOCKS 3
+#endif
+
+template <int BITS, int V, int ROWS, int PARAM>
+__global__ void __launch_bounds__(kThreads, V >= 6 ? 1 : (V == 1 ? EXACTQ_FAMILY_MIN_BLOCKS : 2))
+    qmv_family_kernel(const QmvParams p) {
   extern __shared__ float4 shared_raw[];
-  float* xs = reinterpret_cast<float*>(shared_raw);  // [V][tile_values], chunk-swizzled
-  float* sums = xs + V * p.tile_values;              // [V][tile_values / 32]
+  float4* lifted = shared_raw;                                 // [V][tile_values / 4], interleaved
+  float4* facts = lifted + V * (p.tile_values / 4);            // [V][tile_values / 32]
+  const int vector_stride = p.tile_values / 4, tile_chunks = p.tile_values / kChunkValues;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int tile_chunks = p.tile_values / kChunkValues;
   const std::int64_t row_bytes = p.k * BITS / 8;
   const std::int64_t groups = p.k / p.group;
-  // Chunks per group is 1, 2 or 4: a shift, never a 64-bit division in the inner loop.
+  // Chunks per group is 1, 2 or 4: a shift, never a division in the inner loop.
   const int group_shift = p.group == 32 ? 0 : (p.group == 64 ? 1 : 2);
   const std::int64_t v0 = p.vector_offset + std::int64_t(blockIdx.y) * V;
   const int tiles = ceil_div(p.k, p.tile_values);
-  const std::int64_t row_blocks = (p.n + kWarps * ROWS - 1) / (kWarps * ROWS);
+  // Work comes in tasks of ROWS rows. Task t goes to warp t % W, counting warps block-fastest
+  // (warp w of block b is number w * gridDim.x + b), so the tasks left over after whole rounds
+  // spread over all blocks and so over all SMs: an SM's share differs from the mean by at most
+  // one task per warp. Every warp runs the same number of trips because staging synchronises
+  // the block; a warp without a task in a trip only helps stage.
+  const std::int64_t tasks = (p.n + ROWS - 1) / ROWS;
+  const std::int64_t warps_total = std::int64_t(gridDim.x) * kWarps;
+  const std::int64_t trips = (tasks + warps_total - 1) / warps_total;
+  const std::int64_t my_first_task = std::int64_t(warp) * gridDim.x + blockIdx.x;
 
-  auto stage = [&](int tile) {
-    const std::int64_t first = std::int64_t(tile) * p.tile_values;
-    const int count = int(p.k - first < p.tile_values ? p.k - first : p.tile_values);
-    __syncthreads();  // everyone is done with the previous tile
-    stage_activations<V>(xs, p.tile_values, p.x, p.dtype, p.k, v0, first, count, 5);  // chunks of 2^5
-    __syncthreads();
-    for (int t = threadIdx.x; t < V * (count / kChunkValues); t += blockDim.x) {
-      const int v = t / (count / kChunkValues), c = t - v * (count / kChunkValues);
-      const float* chunk = xs + v * p.tile_values + c * kChunkValues;
-      float s = 0.0f;  // order::chunk_x_sum, read through the swizzle
-      for (int i = 0; i < kChunkValues; ++i) s = order::sum_step(s, chunk[(i + 4 * (c & 7)) % kChunkValues]);
-      sums[v * tile_chunks + c] = s;
-    }
-    __syncthreads();
-  };
-  if (tiles == 1) stage(0);
-
-  for (std::int64_t rb = blockIdx.x; rb < row_blocks; rb += gridDim.x) {
-    const std::int64_t row0 = (rb * kWarps + warp) * ROWS;
+  for (std::int64_t trip = 0; trip < trips; ++trip) {
+    const std::int64_t task = my_first_task + trip * warps_total;
+    const bool active = task < tasks;
+    const std::int64_t row0 = task * ROWS;
+    // Rows past N read row N-1 and are never written. Group parameters are indexed with 32 bits
+    // (the launcher checks N * K / group < 2^31); weights with a 64-bit row base.
     const std::uint8_t* wrow[ROWS];
-    std::int64_t prow[ROWS];
+    int prow[ROWS];
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
-      const std::int64_t row = row0 + r < p.n ? row0 + r : p.n - 1;  // rows past N read row N-1, never written
+      const std::int64_t row = row0 + r < p.n ? row0 + r : p.n - 1;
       wrow[r] = p.packed + row * row_bytes;
-      prow[r] = row * groups;
+      prow[r] = int(row * groups);
     }
     float total[ROWS][V];
 #pragma unroll
@@ -134,67 +181,38 @@ __global__ void __launch_bounds__(kThreads, V >= 6 ? 1 : (V == 1 ? EXACTQ_FAMILY
       for (int v = 0; v < V; ++v) total[r][v] = 0.0f;
 
     for (int tile = 0; tile < tiles; ++tile) {
-      if (tiles > 1) stage(tile);
-      const std::int64_t chunk0 = std::int64_t(tile) * tile_chunks;
-      const int count = int((p.k / kChunkValues - chunk0) < tile_chunks ? (p.k / kChunkValues - chunk0) : tile_chunks);
-      // Software pipeline: the loads of the next batch of U chunks (per row) are issued before
-      // the current batch is computed, so every lane always has loads in flight. Two register
-      // buffers, used alternately; the arithmetic order is untouched (chunks still go in
-      // increasing order per lane).
-      std::uint32_t wa[U][ROWS][BITS], wb[U][ROWS][BITS];
-      float sa[U][ROWS], ba[U][ROWS], sb[U][ROWS], bb[U][ROWS];
-      // Per-row pointers that walk with the lane's chunks (lane, lane+32, ...): one add per row
-      // and batch instead of 64-bit index arithmetic per load.
-      const int param_bytes = int(dtype_size(p.dtype));
-      const int param_step = (32 >> group_shift) * param_bytes;  // 32 chunks further along K
-      const std::uint8_t* wp[ROWS];
-      const unsigned char* sp[ROWS];
-      const unsigned char* bp[ROWS];
-#pragma unroll
-      for (int r = 0; r < ROWS; ++r) {
-        const std::int64_t first = chunk0 + lane;
-        wp[r] = wrow[r] + first * (4 * BITS);
-        sp[r] = static_cast<const unsigned char*>(p.scales) + (prow[r] + (first >> group_shift)) * param_bytes;
-        bp[r] = static_cast<const unsigned char*>(p.biases) + (prow[r] + (first >> group_shift)) * param_bytes;
-      }
-      auto load_batch = [&](int c0, std::uint32_t (&w)[U][ROWS][BITS], float (&sc)[U][ROWS], float (&bi)[U][ROWS]) {
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          if (c0 + 32 * u < count) {
-#pragma unroll
-            for (int r = 0; r < ROWS; ++r) {
-              load_chunk<BITS>(wp[r] + u * (32 * 4 * BITS), w[u][r]);
-              sc[u][r] = group_param_at(sp[r] + u * param_step, p.dtype);
-              bi[u][r] = group_param_at(bp[r] + u * param_step, p.dtype);
-            }
-          }
-        }
+      const std::int64_t first = std::int64_t(tile) * p.tile_values;
+      const int count = int(p.k - first < p.tile_values ? p.k - first : p.tile_values);
+      const int chunks = count / kChunkValues;
+      const int chunk0 = int(first / kChunkValues);
+      // Software pipeline: the next chunk's loads (per row) are issued before the current one is
+      // computed. Two register buffers, used alternately; chunks still go in increasing order.
+      std::uint32_t wa[ROWS][BITS], wb[ROWS][BITS];
+      float sa[ROWS], ba[ROWS], sb[ROWS], bb[ROWS];
+      auto load = [&](int c, std::uint32_t (&w)[ROWS][BITS], float (&sc)[ROWS], float (&bi)[ROWS]) {
+        const int g = (chunk0 + c) >> group_shift;
 #pragma unroll
         for (int r = 0; r < ROWS; ++r) {
-          wp[r] += U * (32 * 4 * BITS);
-          sp[r] += U * param_step;
-          bp[r] += U * param_step;
+          load_chunk<BITS>(wrow[r] + std::int64_t(chunk0 + c) * (4 * BITS), w[r]);
+          sc[r] = load_param<PARAM>(p.scales, prow[r] + g, p.dtype);
+          bi[r] = load_param<PARAM>(p.biases, prow[r] + g, p.dtype);
         }
       };
-      auto compute_batch = [&](int c0, const std::uint32_t (&w)[U][ROWS][BITS], const float (&sc)[U][ROWS],
-                               const float (&bi)[U][ROWS]) {
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          const int c = c0 + 32 * u;
-          if (c < count) chunk_step<BITS, V, ROWS>(w[u], sc[u], bi[u], xs, p.tile_values, sums, tile_chunks, c, total);
-        }
-      };
-      constexpr int kBatch = 32 * U;
-      int c0 = lane;
-      if (c0 < count) load_batch(c0, wa, sa, ba);
-      while (c0 < count) {
-        if (c0 + kBatch < count) load_batch(c0 + kBatch, wb, sb, bb);
-        compute_batch(c0, wa, sa, ba);
-        c0 += kBatch;
-        if (c0 >= count) break;
-        if (c0 + kBatch < count) load_batch(c0 + kBatch, wa, sa, ba);
-        compute_batch(c0, wb, sb, bb);
-        c0 += kBatch;
+      int c = active ? lane : chunks;
+      if (c < chunks) load(c, wa, sa, ba);  // in flight while the tile is staged
+      if (tiles > 1 || trip == 0) {
+        __syncthreads();  // everyone is done with the previous tile
+        stage_lifted<BITS, V>(lifted, facts, p.tile_values, p, v0, first, count);
+        __syncthreads();
+      }
+      while (c < chunks) {
+        if (c + 32 < chunks) load(c + 32, wb, sb, bb);
+        chunk_step<BITS, V, ROWS>(wa, sa, ba, lifted, vector_stride, facts, tile_chunks, c, total);
+        c += 32;
+        if (c >= chunks) break;
+        if (c + 32 < chunks) load(c + 32, wa, sa, ba);
+        chunk_step<BITS, V, ROWS>(wb, sb, bb, lifted, vector_stride, facts, tile_chunks, c, total);
+        c += 32;
       }
     }
 
@@ -208,7 +226,7 @@ __global__ void __launch_bounds__(kThreads, V >= 6 ? 1 : (V == 1 ? EXACTQ_FAMILY
           t = order::butterfly_step(t, __shfl_xor_sync(0xffffffffu, t, order::butterfly_mask(step)));
         total[r][v] = t;
       }
-    if (lane == 0) {
+    if (active && lane == 0) {
 #pragma unroll
       for (int r = 0; r < ROWS; ++r)
         if (row0 + r < p.n)

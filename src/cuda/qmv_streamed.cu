@@ -24,7 +24,7 @@ void launch_qmv_streamed(const QuantizedMatrixView& w, const void* x, std::int64
   auto launch = [&](int v, std::int64_t offset, std::int64_t tiles) {
     if (v == 1) return launch_qmv(w, x, offset, tiles, y, stream);
     dispatch_vectors(v, [&]<int V>() {
-      dispatch_bits(w.bits, [&]<int BITS>() { launch_family<BITS, V>(w, x, offset, tiles, y, m, stream); });
+      dispatch_bits(w.bits, [&]<int BITS>() { launch_family<BITS, V, kFamilyRows, kRuntimeDtype>(w, x, offset, tiles, y, stream); });
     });
   };
   launch(width, 0, full);
@@ -34,7 +34,7 @@ void launch_qmv_streamed(const QuantizedMatrixView& w, const void* x, std::int64
 cuda::KernelResources qmv_streamed_resources(int bits, int vectors) {
   if (vectors == 1) return qmv_resources(bits);
   cuda::KernelResources r;
-  dispatch_vectors(vectors, [&]<int V>() { dispatch_bits(bits, [&]<int BITS>() { r = family_resources<BITS, V>(); }); });
+  dispatch_vectors(vectors, [&]<int V>() { dispatch_bits(bits, [&]<int BITS>() { r = family_resources<BITS, V, kFamilyRows, kRuntimeDtype>(); }); });
   return r;
 }
 

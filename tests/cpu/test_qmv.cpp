@@ -75,9 +75,41 @@ std::vector<float> widen(std::span<const std::byte> x, DType dtype) {
 // ---- the documented orders, literally ---------------------------------------------------------
 
 // qmv family: chunk c (codes 32c..32c+31) belongs to lane c % 32; lane l takes its chunks
-// l, l+32, ... in increasing order. Per chunk: A = fma chain of x*q from 0, S = running sum of x
-// from 0, lane += fma(scale, A, bias*S). Then the xor butterfly 16, 8, 4, 2, 1; lane 0's value.
-float reference_qmv(const Decoded& d, std::int64_t row, const float* x) {
+// l, l+32, ... in increasing order. Per chunk, in the lifted domain of docs/design.md §3.1:
+//   E = max(exponent field of the largest |x|, 1), F = min(253 - E, 127);
+//   code i has stream offset p = i*bits, s = p % 32, source offset t = 0 if s+bits <= 24, 8 if
+//   s+bits <= 32, else 16, and shift = s - t;
+//   x' = x * 2^(F-shift) (one rounding), q' = q * 2^(shift-149) (exact);
+//   A = fma chain of x'*q' from 0, then A = (A * 2^u1) * 2^u2 with u1 = min(149-F, 127),
+//   u2 = 149-F-u1; S = running sum of x from 0; lane += fma(scale, A, bias*S).
+// Then the xor butterfly 16, 8, 4, 2, 1; lane 0's value. `lifted = false` is the same chain
+// without the lift (plain fma(x, q, A)): equal bits except where something underflows, which
+// the extreme-range test uses as its control.
+int literal_shift(int bits, int i) {
+  const int s = i * bits % 32;
+  const int t = s + bits <= 24 ? 0 : (s + bits <= 32 ? 8 : 16);
+  return s - t;
+}
+
+float literal_chunk_dot(const float* xc, const float* qc, int bits, bool lifted) {
+  float a = 0.0f;
+  if (!lifted) {
+    for (int i = 0; i < 32; ++i) a = std::fma(xc[i], qc[i], a);
+    return a;
+  }
+  std::uint32_t largest = 0;
+  for (int i = 0; i < 32; ++i) largest = std::max(largest, f32_bits(xc[i]) & 0x7fffffffu);
+  const int e = std::max(int(largest >> 23), 1);
+  const int f = std::min(253 - e, 127);
+  for (int i = 0; i < 32; ++i) {
+    const int shift = literal_shift(bits, i);
+    a = std::fma(std::ldexp(xc[i], f - shift), std::ldexp(qc[i], shift - 149), a);
+  }
+  const int u1 = std::min(149 - f, 127);
+  return std::ldexp(std::ldexp(a, u1), 149 - f - u1);
+}
+
+float reference_qmv(const Decoded& d, std::int64_t row, const float* x, bool lifted = true) {
   const std::int64_t chunks = d.k / 32;
   const float* q = d.row_codes(row);
   float lane[32];
@@ -85,9 +117,7 @@ float reference_qmv(const Decoded& d, std::int64_t row, const float* x) {
     lane[l] = 0.0f;
     for (std::int64_t c = l; c < chunks; c += 32) {
       const float* xc = x + 32 * c;
-      const float* qc = q + 32 * c;
-      float a = 0.0f;
-      for (int i = 0; i < 32; ++i) a = std::fma(xc[i], qc[i], a);
+      const float a = literal_chunk_dot(xc, q + 32 * c, d.bits, lifted);
       float s = 0.0f;
       for (int i = 0; i < 32; ++i) s = s + xc[i];
       const std::int64_t g = 32 * c / d.group;
@@ -244,6 +274,60 @@ TEST(QmvOrder, LargeNMatchesLiteralReference) {
     if (dtype == DType::f32) {
       EXPECT_GT(differing_bytes(got_wide, got_qmv), 0);  // negative control
     }
+  }
+}
+
+// Activations far outside the usual range, where the lift of §3.1 decides bits: chunks whose
+// largest |x| is below 2^-104 (lifted products underflow), above 2^105 (the unlift needs its
+// second factor), mixed within one chunk, subnormal, zero, and ordinary. f32 and bf16 carry
+// such values. Control: the same chain without the lift must differ somewhere on this data, so
+// the test would notice a mirror that skipped it.
+std::vector<std::byte> extreme_activations(std::int64_t m, std::int64_t k, DType dtype, std::mt19937_64& rng) {
+  std::vector<std::byte> x(std::size_t(m * k) * ref_size(dtype));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (std::int64_t v = 0; v < m; ++v)
+    for (std::int64_t c0 = 0; c0 < k; c0 += 32) {
+      const int kind = int(rng() % 6);
+      for (std::int64_t c = c0; c < c0 + 32; ++c) {
+        int exponent = 0;
+        switch (kind) {
+          case 0: exponent = -118 - int(rng() % 12); break;          // tiny, some subnormal
+          case 1: exponent = 106 + int(rng() % 15); break;           // huge
+          case 2: exponent = int(rng() % 230) - 115; break;          // everything in one chunk
+          case 3: exponent = -140 - int(rng() % 8); break;           // deep subnormal (f32 only survives)
+          case 4: exponent = -1000; break;                           // zeros
+          default: exponent = int(rng() % 6) - 3; break;             // ordinary
+        }
+        const float value = exponent == -1000 ? 0.0f : std::ldexp(normal(rng), exponent);
+        ref_store(x.data(), std::size_t(v * k + c), dtype, value);
+      }
+    }
+  return x;
+}
+
+TEST(QmvOrder, ExtremeActivationRangesMatchLiteralReference) {
+  for (std::uint64_t seed : seeds_with_fresh({151})) {
+    SCOPED_TRACE(seed_note(seed));
+    std::mt19937_64 rng(seed);
+    std::int64_t lift_decided = 0;
+    for (DType dtype : {DType::f32, DType::bf16})
+      for (int bits : kBits) {
+        const std::int64_t n = 19, k = 1024 + 320, m = 3;
+        SCOPED_TRACE(cell_name(bits, 64, dtype, n, k));
+        const QuantizedMatrix w = random_matrix(n, k, bits, 64, dtype, rng);
+        const Bytes x = extreme_activations(m, k, dtype, rng);
+        const Decoded d = decode(w);
+        const std::vector<float> xf = widen(x, dtype);
+        const Bytes want = reference_run(false, d, xf, m);
+        EXPECT_EQ(differing_bytes(run(Kernel::qmv, w, x, m), want), 0) << "qmv";
+        EXPECT_EQ(differing_bytes(run(Kernel::qmv_streamed, w, x, m), want), 0) << "qmv_streamed";
+        Bytes plain(want.size());
+        for (std::int64_t v = 0; v < m; ++v)
+          for (std::int64_t r = 0; r < n; ++r)
+            ref_store(plain.data(), std::size_t(v * n + r), dtype, reference_qmv(d, r, xf.data() + v * k, false));
+        lift_decided += differing_bytes(plain, want);
+      }
+    EXPECT_GT(lift_decided, 0) << "the data never reached a range where the lift decides a bit";
   }
 }
 

@@ -134,7 +134,9 @@ inline float ref_load(const std::byte* base, std::size_t i, DType t) {
 
 inline void ref_store(std::byte* base, std::size_t i, DType t, float v) {
   if (t == DType::f32) {
-    std::memcpy(base + 4 * i, &v, 4);
+    const std::uint32_t canonical_nan = 0x7fffffffu;  // design.md §0: every f32 NaN is stored so
+    if (std::isnan(v)) std::memcpy(base + 4 * i, &canonical_nan, 4);
+    else std::memcpy(base + 4 * i, &v, 4);
     return;
   }
   const std::uint16_t h = t == DType::f16 ? ref_f32_to_f16(v) : ref_f32_to_bf16(v);

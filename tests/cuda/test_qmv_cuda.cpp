@@ -2,6 +2,7 @@
 // Without a usable GPU every test skips with a message (CI compiles them; the H200 runs them).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -172,6 +173,35 @@ TEST(CudaQmv, NonFiniteInputsEqualCpuMirror) {
   }
 }
 
+// Activations far outside the usual range, where order.h's lift decides bits (docs/design.md
+// §3.1): chunks of tiny, huge, subnormal, zero, mixed and ordinary values. f32 and bf16 hold them.
+TEST(CudaQmv, ExtremeActivationRangesEqualCpuMirror) {
+  REQUIRE_GPU();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (DType dtype : {DType::f32, DType::bf16})
+    for (int bits : {2, 3, 4, 5, 6, 8}) {
+      const std::int64_t n = 45, k = 2048 + 320, m = 5;
+      Problem p = make_problem(n, k, bits, 64, dtype, m, seed + bits + 10 * int(dtype));
+      std::mt19937_64 rng(seed + bits);
+      std::normal_distribution<float> normal(0.0f, 1.0f);
+      std::vector<float> x(std::size_t(m * k));
+      for (std::size_t c0 = 0; c0 < x.size(); c0 += 32) {
+        const int kind = int(rng() % 6);
+        for (std::size_t i = c0; i < c0 + 32; ++i) {
+          const int e = kind == 0 ? -118 - int(rng() % 12) : kind == 1 ? 106 + int(rng() % 15)
+                      : kind == 2 ? int(rng() % 230) - 115 : kind == 3 ? -140 - int(rng() % 8) : int(rng() % 6) - 3;
+          x[i] = kind == 4 ? 0.0f : std::ldexp(normal(rng), e);
+        }
+      }
+      p.x = to_dtype(x, dtype);
+      for (Kernel kernel : {Kernel::qmv, Kernel::qmv_streamed}) {
+        SCOPED_TRACE(std::string(to_string(kernel)) + " bits " + std::to_string(bits) + " " + std::string(to_string(dtype)));
+        EXPECT_EQ(differing(run_gpu(kernel, p, p.x, m), run_cpu(kernel, p, p.x, m)), 0);
+      }
+    }
+}
+
 TEST(CudaQmv, RejectsBadArguments) {
   REQUIRE_GPU();
   const Problem p = make_problem(8, 256, 4, 64, DType::bf16, 2, 1);
@@ -182,6 +212,14 @@ TEST(CudaQmv, RejectsBadArguments) {
   QmvOptions o;
   o.streamed_max_vectors = 0;
   EXPECT_THROW(cuda::qmv(Kernel::qmv_streamed, p.device.view, dx.bytes(), 2, dy.bytes(), o), std::invalid_argument);
+  // Misaligned device pointers are refused before any launch (they would fault on the device).
+  cuda::DeviceBuffer shifted(p.x.size() + 16);
+  const auto misaligned_x = std::span<const std::byte>(shifted.bytes()).subspan(2, p.x.size());
+  for (Kernel k : {Kernel::qmv, Kernel::qmv_streamed, Kernel::qmv_wide})
+    EXPECT_THROW(cuda::qmv(k, p.device.view, misaligned_x, 2, dy.bytes()), std::invalid_argument);
+  EXPECT_NO_THROW(cuda::qmv(Kernel::qmv, p.device.view, std::span<const std::byte>(shifted.bytes()).subspan(16, p.x.size()),
+                            2, dy.bytes()));  // control: the same buffer, aligned
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
 TEST(CudaQmv, ReportsKernelResources) {

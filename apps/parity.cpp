@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <map>
 
 #include <fmt/format.h>
@@ -56,6 +57,23 @@ int ParityResult::exit_code() const {
   if (!identity_ok || !against_ok) return kExitFailed;
   if (!control_fired) return kExitInconclusive;
   return 0;
+}
+
+// Outputs of a and b (same shape, dtype t) that differ by more than 4 units in the last place
+// of the dtype at the larger magnitude plus 2^-12 of the largest |b|: the check for a kernel
+// whose CPU side is a reference rather than a mirror.
+std::int64_t outside_tolerance(std::span<const std::byte> a, std::span<const std::byte> b, DType t) {
+  const std::size_t count = a.size() / dtype_size(t);
+  double largest = 0;
+  for (std::size_t i = 0; i < count; ++i) largest = std::max(largest, std::fabs(double(load_f32(b.data(), i, t))));
+  const double unit = t == DType::bf16 ? std::ldexp(1.0, -7) : t == DType::f16 ? std::ldexp(1.0, -10) : std::ldexp(1.0, -23);
+  std::int64_t outside = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    const double x = load_f32(a.data(), i, t), y = load_f32(b.data(), i, t);
+    const bool both_nan = std::isnan(x) && std::isnan(y);
+    outside += !both_nan && !(std::fabs(x - y) <= 4 * unit * std::max(std::fabs(x), std::fabs(y)) + std::ldexp(largest, -12));
+  }
+  return outside;
 }
 
 ParityResult run_parity(const ParityConfig& c, Backend& backend, Backend* reference) {
@@ -108,7 +126,11 @@ ParityResult run_parity(const ParityConfig& c, Backend& backend, Backend* refere
       if (reference) {
         const Bytes ref_chain = run_chain(*reference, kernel, x, c.m_max, c.k, c.n, c.dtype);
         const Bytes ref_block = run_block(*reference, kernel, x, c.m_max, c.n, c.dtype);
-        against[kernel] += differing_bytes(chain[kernel], ref_chain) + differing_bytes(last_block, ref_block);
+        // qmv_mma's CPU side is a reference, not a mirror (its tensor-core sums are the
+        // hardware's): it is held to a tolerance; every other kernel to every byte.
+        against[kernel] += kernel == Kernel::qmv_mma
+                               ? outside_tolerance(chain[kernel], ref_chain, c.dtype) + outside_tolerance(last_block, ref_block, c.dtype)
+                               : differing_bytes(chain[kernel], ref_chain) + differing_bytes(last_block, ref_block);
       }
     }
   }
@@ -129,21 +151,22 @@ ParityResult run_parity(const ParityConfig& c, Backend& backend, Backend* refere
     fmt::print("{:<14} {:>4} {:>16} {:>16} {:>12}\n", "kernel", "M", "diff vs chain", "diff vs qmv", "bytes");
   }
   for (Kernel kernel : c.kernels) {
-    const bool exact = is_exact_family(kernel);
+    const bool exact = is_exact_family(kernel), invariant = is_width_invariant(kernel);
     nlohmann::json per_m = nlohmann::json::array();
     for (std::int64_t m = 1; m <= c.m_max; ++m) {
       const Row& r = rows[{kernel, m}];
-      if (exact && (r.vs_chain != 0 || r.vs_qmv != 0)) result.identity_ok = false;
+      if ((invariant && r.vs_chain != 0) || (exact && r.vs_qmv != 0)) result.identity_ok = false;
       per_m.push_back({{"m", m}, {"differing_bytes_vs_chain", r.vs_chain}, {"differing_bytes_vs_qmv", r.vs_qmv},
                        {"bytes", r.total}});
       if (c.print_rows)
         fmt::print("{:<14} {:>4} {:>16} {:>16} {:>12}{}\n", to_string(kernel), m, r.vs_chain, r.vs_qmv, r.total,
-                   exact && (r.vs_chain || r.vs_qmv) ? "   << FAIL" : "");
+                   (invariant && r.vs_chain) || (exact && r.vs_qmv) ? "   << FAIL" : "");
     }
-    if (exact && (permutation[kernel] != 0 || repeat[kernel] != 0)) result.identity_ok = false;
+    if (invariant && (permutation[kernel] != 0 || repeat[kernel] != 0)) result.identity_ok = false;
     if (reference && against[kernel] != 0) result.against_ok = false;
     nlohmann::json entry = {{"kernel", std::string(to_string(kernel))},
                             {"exact_family", exact},
+                            {"width_invariant", invariant},
                             {"per_m", per_m},
                             {"differing_bytes_permuted", permutation[kernel]},
                             {"differing_bytes_repeat", repeat[kernel]}};
@@ -161,9 +184,14 @@ ParityResult run_parity(const ParityConfig& c, Backend& backend, Backend* refere
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   j["seconds"] = seconds;
 
-  std::string exact_names;
-  for (Kernel kernel : c.kernels)
+  std::string exact_names, own_order_names;
+  for (Kernel kernel : c.kernels) {
     if (is_exact_family(kernel)) exact_names += (exact_names.empty() ? "" : ",") + std::string(to_string(kernel));
+    else if (is_width_invariant(kernel))
+      own_order_names += (own_order_names.empty() ? "" : ",") + std::string(to_string(kernel));
+  }
+  if (!own_order_names.empty())
+    exact_names += (exact_names.empty() ? "" : "; ") + own_order_names + " bit-identical to its own chain";
   const std::string shape = fmt::format("{}x{} {}-bit g{} {}", c.n, c.k, c.bits, c.group, to_string(c.dtype));
   const std::string control =
       fmt::format("negative control qmv_wide vs qmv: {} of {} bytes differ", control_bytes, control_total);

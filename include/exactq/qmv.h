@@ -5,6 +5,9 @@
 //   qmv_streamed  qmv's order, each decoded weight chunk reused across up to V vectors:
 //                 bit-identical to qmv for every vector at every M.
 //   qmv_wide      MLX qmv_wide's structure, another order: the inexact arm (negative control).
+//   qmv_mma       one tensor-core schedule for every M (bf16/f16; 4 and 8 bits on CUDA): its
+//                 own order, bit-identical for every vector at every M, but not qmv's bits.
+//                 The CPU side is a reference checked with a tolerance, not a mirror.
 // Activations, scales, biases and outputs share the matrix's dtype. x is row-major [M, K],
 // y row-major [M, N].
 #pragma once
@@ -20,13 +23,16 @@
 
 namespace exactq {
 
-enum class Kernel { qmv, qmv_streamed, qmv_wide };
+enum class Kernel { qmv, qmv_streamed, qmv_wide, qmv_mma };
 
 std::string_view to_string(Kernel kernel);
 // Throws std::invalid_argument naming the text.
 Kernel parse_kernel(std::string_view text);
 // Whether the kernel keeps qmv's order (the exact family).
-constexpr bool is_exact_family(Kernel kernel) { return kernel != Kernel::qmv_wide; }
+constexpr bool is_exact_family(Kernel kernel) { return kernel == Kernel::qmv || kernel == Kernel::qmv_streamed; }
+// Whether each vector's bytes are promised to be the same at every M (its own chain), whatever
+// the order: the exact family and qmv_mma.
+constexpr bool is_width_invariant(Kernel kernel) { return is_exact_family(kernel) || kernel == Kernel::qmv_mma; }
 
 struct QmvOptions {
   // qmv_streamed: at most this many vectors share one pass over the weights (tiles of V).

@@ -15,6 +15,7 @@ std::string_view to_string(Kernel kernel) {
   switch (kernel) {
     case Kernel::qmv: return "qmv";
     case Kernel::qmv_streamed: return "qmv_streamed";
+    case Kernel::qmv_mma: return "qmv_mma";
     default: return "qmv_wide";
   }
 }
@@ -23,7 +24,8 @@ Kernel parse_kernel(std::string_view text) {
   if (text == "qmv") return Kernel::qmv;
   if (text == "qmv_streamed") return Kernel::qmv_streamed;
   if (text == "qmv_wide") return Kernel::qmv_wide;
-  fail("unknown kernel '" + std::string(text) + "' (expected qmv, qmv_streamed or qmv_wide)");
+  if (text == "qmv_mma") return Kernel::qmv_mma;
+  fail("unknown kernel '" + std::string(text) + "' (expected qmv, qmv_streamed, qmv_wide or qmv_mma)");
 }
 
 void validate_qmv_args(const QuantizedMatrixView& w, std::span<const std::byte> x, std::int64_t m,
@@ -50,11 +52,14 @@ void qmv(Kernel kernel, const QuantizedMatrixView& w, std::span<const std::byte>
   if (options.streamed_max_vectors < 1)
     fail("streamed_max_vectors = " + std::to_string(options.streamed_max_vectors) + " must be at least 1");
   if (options.threads < 0) fail("threads = " + std::to_string(options.threads) + " must be >= 0");
+  if (kernel == Kernel::qmv_mma && w.dtype == DType::f32)
+    fail("qmv_mma: dtype f32 has no exact tensor-core path (use bf16 or f16; qmv serves f32)");
   const Activations a = widen_activations(x, m, w.k, w.dtype, is_exact_family(kernel) ? w.bits : 0);
   switch (kernel) {
     case Kernel::qmv: qmv_narrow(w, a, y, options.threads); break;
     case Kernel::qmv_streamed: qmv_streamed(w, a, y, options.streamed_max_vectors, options.threads); break;
     case Kernel::qmv_wide: qmv_wide(w, a, y, options.threads); break;
+    case Kernel::qmv_mma: qmv_mma_reference(w, a, y, options.threads); break;
   }
 }
 

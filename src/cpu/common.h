@@ -109,5 +109,6 @@ void qmv_narrow(const QuantizedMatrixView& w, const Activations& x, std::span<st
 void qmv_streamed(const QuantizedMatrixView& w, const Activations& x, std::span<std::byte> y, int max_vectors,
                   int threads);
 void qmv_wide(const QuantizedMatrixView& w, const Activations& x, std::span<std::byte> y, int threads);
+void qmv_mma_reference(const QuantizedMatrixView& w, const Activations& x, std::span<std::byte> y, int threads);
 
 }  // namespace exactq::cpu

@@ -77,6 +77,7 @@ void qmv(Kernel kernel, const QuantizedMatrixView& w, std::span<const std::byte>
     case Kernel::qmv: launch_qmv(w, x.data(), 0, m, y.data(), s); break;
     case Kernel::qmv_streamed: launch_qmv_streamed(w, x.data(), m, y.data(), options.streamed_max_vectors, s); break;
     case Kernel::qmv_wide: launch_qmv_wide(w, x.data(), m, y.data(), s); break;
+    case Kernel::qmv_mma: launch_qmv_mma(w, x.data(), m, y.data(), s); break;
   }
 }
 
@@ -84,6 +85,7 @@ KernelResources kernel_resources(Kernel kernel, int bits, int vectors) {
   switch (kernel) {
     case Kernel::qmv: return qmv_resources(bits);
     case Kernel::qmv_streamed: return qmv_streamed_resources(bits, vectors);
+    case Kernel::qmv_mma: return qmv_mma_resources(bits, vectors);
     default: return qmv_wide_resources(bits, vectors);
   }
 }

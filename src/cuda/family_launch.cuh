@@ -11,29 +11,19 @@ namespace exactq::cuda_detail {
 // Numerically irrelevant: rows are independent.
 inline constexpr int kFamilyRows = 4;
 
-// Shared memory a block may use: at 72 KB three blocks fit an SM (228 KB). The weight ring
-// comes first; the rest holds a tile of lifted activations (K up to 8192 at once at V = 1).
+// Shared memory a block may use: at 72 KB three blocks fit an SM (228 KB), so K up to 16384
+// is staged once per block at V = 1.
 inline constexpr double kFamilySharedBudget = 72 * 1024;
 
-template <int BITS, int V, int ROWS>
-std::size_t family_ring_bytes() {
-  return std::size_t(kWarps) * kRingBytesPerWarp<BITS, ROWS>;
-}
-template <int BITS, int V, int ROWS>
-int family_tile(std::int64_t k) {
-  const double left = kFamilySharedBudget - double(family_ring_bytes<BITS, V, ROWS>());
-  return k_tile(k, V, 1.0 / 8, left < 16 * 1024 ? 16 * 1024 : left);  // + a float4 of facts per 32 values
-}
-template <int BITS, int V, int ROWS>
-std::size_t family_smem(int tile_values) {
-  return family_shared_bytes(V, tile_values) + family_ring_bytes<BITS, V, ROWS>();
+inline int family_tile(std::int64_t k, int vectors) {
+  return k_tile(k, vectors, 1.0 / 8, kFamilySharedBudget);  // + a float4 of facts per 32 values
 }
 
 template <int BITS, int V, int ROWS, int PARAM>
 int family_blocks_per_sm(std::size_t smem) {
   auto kernel = qmv_family_kernel<BITS, V, ROWS, PARAM>;
   static const bool raised = [&] {
-    EXACTQ_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+    EXACTQ_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 * 1024));
     return true;
   }();
   (void)raised;
@@ -49,9 +39,9 @@ void launch_family(const QuantizedMatrixView& w, const void* x, std::int64_t vec
   if (w.n * (w.k / w.group) >= (std::int64_t(1) << 31))
     throw std::invalid_argument("[exactq] N * K / group = " + std::to_string(w.n * (w.k / w.group)) +
                                 " group parameters: the CUDA qmv family indexes them with 32 bits (at most 2^31 - 1)");
-  QmvParams p{w.packed.data(), w.scales.data(), w.biases.data(), x, y, w.n, w.k, 0, w.group, family_tile<BITS, V, ROWS>(w.k),
+  QmvParams p{w.packed.data(), w.scales.data(), w.biases.data(), x, y, w.n, w.k, 0, w.group, family_tile(w.k, V),
               w.dtype};
-  const std::size_t smem = family_smem<BITS, V, ROWS>(p.tile_values);
+  const std::size_t smem = family_shared_bytes(V, p.tile_values);
   const std::int64_t tasks = (w.n + ROWS - 1) / ROWS;
   const std::int64_t blocks_needed = (tasks + kWarps - 1) / kWarps;
   const std::int64_t resident = std::int64_t(family_blocks_per_sm<BITS, V, ROWS, PARAM>(smem)) * sm_count();
@@ -69,7 +59,7 @@ template <int BITS, int V, int ROWS, int PARAM>
 cuda::KernelResources family_resources() {
   cudaFuncAttributes a{};
   EXACTQ_CUDA_CHECK(cudaFuncGetAttributes(&a, qmv_family_kernel<BITS, V, ROWS, PARAM>));
-  const std::size_t smem = family_smem<BITS, V, ROWS>(family_tile<BITS, V, ROWS>(4096));
+  const std::size_t smem = family_shared_bytes(V, family_tile(4096, V));
   return {a.numRegs, int(a.localSizeBytes), a.maxThreadsPerBlock, family_blocks_per_sm<BITS, V, ROWS, PARAM>(smem)};
 }
 

@@ -135,47 +135,25 @@ __device__ __forceinline__ void chunk_step(const std::uint32_t (&w)[ROWS][BITS],
 #ifndef EXACTQ_FAMILY_MIN_BLOCKS
 #define EXACTQ_FAMILY_MIN_BLOCKS 3
 #endif
-#ifndef EXACTQ_RING_BYTES_PER_WARP
-#define EXACTQ_RING_BYTES_PER_WARP 4096
-#endif
-
-// The weight ring: each lane copies its chunk of each of the warp's ROWS rows, STAGES blocks of
-// 32 chunks ahead of the one it computes, into its own slots (so no lane waits for another).
-template <int BITS, int ROWS>
-inline constexpr int kRingStages = [] {
-  const int per_stage = ROWS * 32 * 4 * BITS;
-  const int stages = EXACTQ_RING_BYTES_PER_WARP / per_stage;
-  return stages < 2 ? 2 : (stages > 8 ? 8 : stages);
-}();
-template <int BITS, int ROWS>
-inline constexpr int kRingBytesPerWarp = kRingStages<BITS, ROWS> * ROWS * 32 * 4 * BITS;
 
 template <int BITS, int V, int ROWS, int PARAM>
 __global__ void __launch_bounds__(kThreads, V >= 6 ? 1 : (V == 1 ? EXACTQ_FAMILY_MIN_BLOCKS : 2))
     qmv_family_kernel(const QmvParams p) {
-  constexpr int kStages = kRingStages<BITS, ROWS>;
-  constexpr int kChunkBytes = 4 * BITS;
   extern __shared__ float4 shared_raw[];
   float4* lifted = shared_raw;                                 // [V][tile_values / 4], interleaved
   float4* facts = lifted + V * (p.tile_values / 4);            // [V][tile_values / 32]
   const int vector_stride = p.tile_values / 4, tile_chunks = p.tile_values / kChunkValues;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  // This lane's ring slots: [stage][row] of kChunkBytes each, lanes interleaved (conflict-free).
-  std::uint8_t* ring = reinterpret_cast<std::uint8_t*>(facts + V * tile_chunks) + warp * kRingBytesPerWarp<BITS, ROWS>;
-  auto slot = [&](int stage, int r) { return ring + ((stage * ROWS + r) * 32 + lane) * kChunkBytes; };
   const std::int64_t row_bytes = p.k * BITS / 8;
   const std::int64_t groups = p.k / p.group;
   // Chunks per group is 1, 2 or 4: a shift, never a division in the inner loop.
   const int group_shift = p.group == 32 ? 0 : (p.group == 64 ? 1 : 2);
   const std::int64_t v0 = p.vector_offset + std::int64_t(blockIdx.y) * V;
-  const int chunks_total = int(p.k / kChunkValues);
-  const int blocks_total = (chunks_total + 31) / 32;  // blocks of 32 chunks: one per lane
-  const int tile_blocks = p.tile_values / 1024;
-  const bool restage = p.k > p.tile_values;
+  const int tiles = ceil_div(p.k, p.tile_values);
   // Work comes in tasks of ROWS rows. Task t goes to warp t % W, counting warps block-fastest
   // (warp w of block b is number w * gridDim.x + b), so the tasks left over after whole rounds
   // spread over all blocks and so over all SMs: an SM's share differs from the mean by at most
-  // one task per warp. Every warp runs the same trips and blocks because staging synchronises
+  // one task per warp. Every warp runs the same number of trips because staging synchronises
   // the block; a warp without a task in a trip only helps stage.
   const std::int64_t tasks = (p.n + ROWS - 1) / ROWS;
   const std::int64_t warps_total = std::int64_t(gridDim.x) * kWarps;
@@ -196,66 +174,47 @@ __global__ void __launch_bounds__(kThreads, V >= 6 ? 1 : (V == 1 ? EXACTQ_FAMILY
       wrow[r] = p.packed + row * row_bytes;
       prow[r] = int(row * groups);
     }
-    if (active) {  // the rows' group parameters, 128 B per lane and line, into L2 ahead of use
-      const int param_bytes = int(groups * dtype_size(p.dtype));
-#pragma unroll
-      for (int r = 0; r < ROWS; ++r)
-        for (int at = lane * 128; at < param_bytes + 128; at += 32 * 128) {
-          const int clamped = at < param_bytes ? at : param_bytes - 1;
-          prefetch_l2(static_cast<const std::uint8_t*>(p.scales) + std::int64_t(prow[r]) * dtype_size(p.dtype) + clamped);
-          prefetch_l2(static_cast<const std::uint8_t*>(p.biases) + std::int64_t(prow[r]) * dtype_size(p.dtype) + clamped);
-        }
-    }
     float total[ROWS][V];
 #pragma unroll
     for (int r = 0; r < ROWS; ++r)
 #pragma unroll
       for (int v = 0; v < V; ++v) total[r][v] = 0.0f;
 
-    // Every thread commits one copy group per block (empty when it has nothing to copy), so
-    // wait_async_copies<kStages - 1> always means "block b has landed".
-    auto issue = [&](int b) {
-      const int c = 32 * b + lane;
-      if (active && b < blocks_total && c < chunks_total) {
+    for (int tile = 0; tile < tiles; ++tile) {
+      const std::int64_t first = std::int64_t(tile) * p.tile_values;
+      const int count = int(p.k - first < p.tile_values ? p.k - first : p.tile_values);
+      const int chunks = count / kChunkValues;
+      const int chunk0 = int(first / kChunkValues);
+      // Software pipeline: the next chunk's loads (per row) are issued before the current one is
+      // computed. Two register buffers, used alternately; chunks still go in increasing order.
+      std::uint32_t wa[ROWS][BITS], wb[ROWS][BITS];
+      float sa[ROWS], ba[ROWS], sb[ROWS], bb[ROWS];
+      auto load = [&](int c, std::uint32_t (&w)[ROWS][BITS], float (&sc)[ROWS], float (&bi)[ROWS]) {
+        const int g = (chunk0 + c) >> group_shift;
 #pragma unroll
-        for (int r = 0; r < ROWS; ++r) copy_chunk_async<BITS>(slot(b % kStages, r), wrow[r] + std::int64_t(c) * kChunkBytes);
-      }
-      commit_async_copies();
-    };
-    float sa[ROWS], ba[ROWS];
-    auto load_params = [&](int c) {
-      const int g = c >> group_shift;
-#pragma unroll
-      for (int r = 0; r < ROWS; ++r) {
-        sa[r] = load_param<PARAM>(p.scales, prow[r] + g, p.dtype);
-        ba[r] = load_param<PARAM>(p.biases, prow[r] + g, p.dtype);
-      }
-    };
-#pragma unroll
-    for (int b = 0; b < kStages - 1; ++b) issue(b);  // in flight while the first tile is staged
-
-    for (int b = 0; b < blocks_total; ++b) {
-      const int tile = b / tile_blocks;
-      if (b == tile * tile_blocks && (restage || trip == 0)) {
+        for (int r = 0; r < ROWS; ++r) {
+          load_chunk<BITS>(wrow[r] + std::int64_t(chunk0 + c) * (4 * BITS), w[r]);
+          sc[r] = load_param<PARAM>(p.scales, prow[r] + g, p.dtype);
+          bi[r] = load_param<PARAM>(p.biases, prow[r] + g, p.dtype);
+        }
+      };
+      int c = active ? lane : chunks;
+      if (c < chunks) load(c, wa, sa, ba);  // in flight while the tile is staged
+      if (tiles > 1 || trip == 0) {
         __syncthreads();  // everyone is done with the previous tile
-        const std::int64_t first = std::int64_t(tile) * p.tile_values;
-        const int count = int(p.k - first < p.tile_values ? p.k - first : p.tile_values);
         stage_lifted<BITS, V>(lifted, facts, p.tile_values, p, v0, first, count);
         __syncthreads();
       }
-      issue(b + kStages - 1);
-      const int c = 32 * b + lane;
-      const bool mine = active && c < chunks_total;
-      if (mine) load_params(c);
-      wait_async_copies<kStages - 1>();
-      if (mine) {
-        std::uint32_t w[ROWS][BITS];
-#pragma unroll
-        for (int r = 0; r < ROWS; ++r) read_chunk_shared<BITS>(slot(b % kStages, r), w[r]);
-        chunk_step<BITS, V, ROWS>(w, sa, ba, lifted, vector_stride, facts, tile_chunks, c - tile * tile_chunks, total);
+      while (c < chunks) {
+        if (c + 32 < chunks) load(c + 32, wb, sb, bb);
+        chunk_step<BITS, V, ROWS>(wa, sa, ba, lifted, vector_stride, facts, tile_chunks, c, total);
+        c += 32;
+        if (c >= chunks) break;
+        if (c + 32 < chunks) load(c + 32, wa, sa, ba);
+        chunk_step<BITS, V, ROWS>(wb, sb, bb, lifted, vector_stride, facts, tile_chunks, c, total);
+        c += 32;
       }
     }
-    wait_async_copies<0>();
 
 #pragma unroll
     for (int r = 0; r < ROWS; ++r)

@@ -1,0 +1,175 @@
+// qmv_mma on the GPU (docs/design.md §6): bitwise width invariance at every M up to 64, under
+// reversal and on repeat, with qmv as the negative control; accuracy against float64, side by
+// side with qmv's; agreement with the CPU reference within a tolerance (the tensor cores' own
+// summation order is not mirrored); clear errors for what it does not serve.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <random>
+#include <vector>
+
+#include "exactq/cuda.h"
+#include "exactq/qmv.h"
+#include "exactq/quantize.h"
+
+namespace exactq {
+namespace {
+
+#define REQUIRE_GPU()                                          \
+  do {                                                         \
+    if (!cuda::device_available()) {                           \
+      GTEST_SKIP() << "no usable CUDA device on this machine"; \
+    }                                                          \
+  } while (0)
+
+using Bytes = std::vector<std::byte>;
+
+std::uint64_t fresh_seed() {
+  static std::random_device rd;
+  return (std::uint64_t(rd()) << 32) | rd();
+}
+
+struct Case {
+  QuantizedMatrix host;
+  cuda::DeviceMatrix device;
+  Bytes x;  // [m, k]
+  std::int64_t m;
+};
+
+Case make_case(std::int64_t n, std::int64_t k, int bits, int group, DType dtype, std::int64_t m, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> w(0.0f, 0.05f), xd(0.0f, 1.0f);
+  std::vector<float> wf(std::size_t(n * k));
+  for (auto& v : wf) v = w(rng);
+  Case c{quantize(wf, n, k, bits, group, dtype), {}, Bytes(std::size_t(m * k) * dtype_size(dtype)), m};
+  c.device = cuda::DeviceMatrix::upload(c.host);
+  for (std::int64_t i = 0; i < m * k; ++i) store_f32(c.x.data(), std::size_t(i), dtype, xd(rng) * (1 + i % 7));
+  return c;
+}
+
+Bytes rows_of(const Bytes& all, std::int64_t first, std::int64_t count, std::int64_t width, DType t) {
+  const std::size_t row = std::size_t(width) * dtype_size(t);
+  return Bytes(all.begin() + std::ptrdiff_t(first * row), all.begin() + std::ptrdiff_t((first + count) * row));
+}
+
+Bytes run_gpu(Kernel kernel, const Case& c, const Bytes& x, std::int64_t m) {
+  cuda::DeviceBuffer dx(x.size()), dy(std::size_t(m * c.host.n) * dtype_size(c.host.dtype));
+  dx.upload(x);
+  dy.fill(0xA5);
+  cuda::qmv(kernel, c.device.view, dx.bytes(), m, dy.bytes());
+  Bytes y(dy.size());
+  dy.download(y);
+  return y;
+}
+
+std::int64_t differing(const Bytes& a, const Bytes& b) {
+  std::int64_t d = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) d += a[i] != b[i];
+  return d;
+}
+
+Bytes reversed(const Bytes& all, std::int64_t m, std::int64_t width, DType t) {
+  Bytes out;
+  for (std::int64_t v = m - 1; v >= 0; --v) {
+    const Bytes r = rows_of(all, v, 1, width, t);
+    out.insert(out.end(), r.begin(), r.end());
+  }
+  return out;
+}
+
+TEST(CudaQmvMma, BitwiseWidthInvariantUpTo64WithNegativeControl) {
+  REQUIRE_GPU();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const std::int64_t ms[] = {1, 2, 3, 7, 8, 9, 15, 16, 17, 24, 31, 33, 48, 64};
+  for (int bits : {4, 8})
+    for (int group : {32, 64, 128})
+      for (DType dtype : {DType::bf16, DType::f16}) {
+        SCOPED_TRACE(std::to_string(bits) + "-bit g" + std::to_string(group) + " " + std::string(to_string(dtype)));
+        const std::int64_t n = 67, k = 3840, m_all = 64;  // N odd and not a multiple of 16; K = 30 x 128
+        const Case c = make_case(n, k, bits, group, dtype, m_all, seed + bits * 1000 + group + int(dtype));
+        Bytes chain;
+        for (std::int64_t v = 0; v < m_all; ++v) {
+          const Bytes one = run_gpu(Kernel::qmv_mma, c, rows_of(c.x, v, 1, k, dtype), 1);
+          chain.insert(chain.end(), one.begin(), one.end());
+        }
+        for (std::int64_t m : ms) {
+          const Bytes block = run_gpu(Kernel::qmv_mma, c, rows_of(c.x, 0, m, k, dtype), m);
+          EXPECT_EQ(differing(block, rows_of(chain, 0, m, n, dtype)), 0) << "M = " << m;
+        }
+        const Bytes rev = run_gpu(Kernel::qmv_mma, c, reversed(c.x, m_all, k, dtype), m_all);
+        EXPECT_EQ(differing(reversed(rev, m_all, n, dtype), chain), 0) << "reversed";
+        EXPECT_EQ(differing(run_gpu(Kernel::qmv_mma, c, c.x, m_all), run_gpu(Kernel::qmv_mma, c, c.x, m_all)), 0)
+            << "repeat";
+        // Negative control: qmv's order is another one; some output must differ.
+        EXPECT_GT(differing(run_gpu(Kernel::qmv, c, c.x, m_all), chain), 0) << "qmv_mma equals qmv everywhere";
+      }
+}
+
+// Error against float64 from the stored (dtype) scales, biases and codes, relative to the
+// magnitude sum |x| (|s| q + |b|); qmv measured alongside. Also the CPU reference within tolerance.
+TEST(CudaQmvMma, AccuracyAgainstFloat64AndCpuReference) {
+  REQUIRE_GPU();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (int bits : {4, 8})
+    for (int group : {32, 128})
+      for (DType dtype : {DType::bf16, DType::f16}) {
+        SCOPED_TRACE(std::to_string(bits) + "-bit g" + std::to_string(group) + " " + std::string(to_string(dtype)));
+        const std::int64_t n = 129, k = 4096, m = 5;
+        const Case c = make_case(n, k, bits, group, dtype, m, seed + bits + group + int(dtype));
+        const Bytes y_mma = run_gpu(Kernel::qmv_mma, c, c.x, m), y_qmv = run_gpu(Kernel::qmv, c, c.x, m);
+        Bytes y_ref(y_mma.size());
+        cpu::qmv(Kernel::qmv_mma, c.host.view(), c.x, m, y_ref);
+        std::vector<float> s, b;
+        std::vector<double> xf(std::size_t(m * k));
+        for (std::size_t i = 0; i < xf.size(); ++i) xf[i] = load_f32(c.x.data(), i, dtype);
+        const std::int64_t groups = k / group;
+        const double u_out = dtype == DType::bf16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+        double worst_mma = 0, worst_qmv = 0;
+        std::int64_t violations = 0, ref_violations = 0;
+        for (std::int64_t r = 0; r < n; ++r)
+          for (std::int64_t v = 0; v < m; ++v) {
+            double exact = 0, magnitude = 0;
+            for (std::int64_t i = 0; i < k; ++i) {
+              const std::size_t gi = std::size_t(r * groups + i / group);
+              const double sc = load_f32(c.host.scales.data(), gi, dtype), bi = load_f32(c.host.biases.data(), gi, dtype);
+              const double q = unpack_code(c.host.packed.data() + r * (k * bits / 8), i, bits);
+              const double xv = xf[std::size_t(v * k + i)];
+              exact += xv * (sc * q + bi);
+              magnitude += std::fabs(xv) * (std::fabs(sc) * q + std::fabs(bi));
+            }
+            const std::size_t at = std::size_t(v * n + r);
+            const double got = load_f32(y_mma.data(), at, dtype), qmv = load_f32(y_qmv.data(), at, dtype);
+            const double ref = load_f32(y_ref.data(), at, dtype);
+            // Per group a tensor-core sum (a few f32 roundings) and two fmas; K/group groups in
+            // sequence; then the output rounding.
+            const double bound = u_out * std::fabs(exact) + double(groups + 48) * std::ldexp(1.0, -24) * magnitude;
+            violations += std::fabs(got - exact) > bound;
+            ref_violations += std::fabs(got - ref) > 2 * bound;
+            worst_mma = std::max(worst_mma, std::fabs(got - exact) / magnitude);
+            worst_qmv = std::max(worst_qmv, std::fabs(qmv - exact) / magnitude);
+          }
+        EXPECT_EQ(violations, 0);
+        EXPECT_EQ(ref_violations, 0);
+        std::cout << "[ info     ] " << bits << "-bit g" << group << " " << to_string(dtype)
+                  << " max error / sum|x|(|s|q+|b|): qmv_mma " << worst_mma << ", qmv " << worst_qmv << "\n";
+      }
+}
+
+TEST(CudaQmvMma, RejectsWhatItDoesNotServe) {
+  REQUIRE_GPU();
+  const Case f32 = make_case(16, 256, 4, 64, DType::f32, 1, 1);
+  EXPECT_THROW(run_gpu(Kernel::qmv_mma, f32, f32.x, 1), std::invalid_argument);
+  const Case three = make_case(16, 256, 3, 64, DType::bf16, 1, 1);
+  EXPECT_THROW(run_gpu(Kernel::qmv_mma, three, three.x, 1), std::invalid_argument);
+  const Case odd_k = make_case(16, 320, 4, 64, DType::bf16, 1, 1);  // 320 is not a multiple of 128
+  EXPECT_THROW(run_gpu(Kernel::qmv_mma, odd_k, odd_k.x, 1), std::invalid_argument);
+  const Case ok = make_case(16, 256, 4, 64, DType::bf16, 1, 1);  // control
+  EXPECT_NO_THROW(run_gpu(Kernel::qmv_mma, ok, ok.x, 1));
+}
+
+}  // namespace
+}  // namespace exactq

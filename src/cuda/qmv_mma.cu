@@ -54,13 +54,17 @@ inline constexpr int kStageBytes = kMmaRows * kRowStride<BITS>;
 template <int BITS>
 inline constexpr int kChunksPerStage = kStageRowBytes / (4 * BITS);  // 4 at 4 bits, 2 at 8 bits
 
-// Shared memory: the staged activations [tile chunks][16 vectors][4 lanes] x 16 B, the group
-// sums [tile groups][16 vectors] f32, then the weight rings of the 8 warps.
-inline std::size_t mma_x_bytes(int tile_values) { return std::size_t(tile_values) / 32 * kPassVectors * 64; }
-inline std::size_t mma_sum_bytes(int tile_values) { return std::size_t(tile_values) / 32 * kPassVectors * 4; }
+// Shared memory: the staged activations [tile chunks][count vectors][4 lanes] x 16 B, the group
+// sums [tile groups][count vectors] f32, then the weight rings of the 8 warps. Only the pass's
+// real vectors are staged (count <= 16), so at M = 1 a whole K of 28672 fits at once; the tile
+// size never enters the arithmetic (tiles hold whole groups).
+inline std::size_t mma_x_bytes(int tile_values, int count) { return std::size_t(tile_values) / 32 * count * 64; }
+inline std::size_t mma_sum_bytes(int tile_values, int count) { return std::size_t(tile_values) / 32 * count * 4; }
 template <int BITS>
-std::size_t mma_smem(int tile_values) {
-  return mma_x_bytes(tile_values) + mma_sum_bytes(tile_values) + std::size_t(kMmaWarps) * kMmaStages * kStageBytes<BITS>;
+std::size_t mma_ring_bytes() { return std::size_t(kMmaWarps) * kMmaStages * kStageBytes<BITS>; }
+template <int BITS>
+std::size_t mma_smem(int tile_values, int count) {
+  return mma_x_bytes(tile_values, count) + mma_sum_bytes(tile_values, count) + mma_ring_bytes<BITS>();
 }
 
 // Two codes' bf16/f16 patterns from 16-bit halves that hold (magic | code): the magic is the
@@ -143,34 +147,39 @@ __device__ __forceinline__ void mma_step(float (&d)[4], const std::uint32_t (&a)
 
 // Stages x for vectors [v0, v0 + count) of this pass and K values [first, first + values):
 // per chunk, vector and lane t the 8 values 8t..8t+7 as the pairs (0,4), (1,5), (2,6), (3,7)
-// (raw 16-bit patterns, no arithmetic), and per group the f32 sum in increasing k.
+// (raw 16-bit patterns, no arithmetic), then per group and vector the f32 sum S_g in increasing
+// k, read back from shared memory. Ends with the block synchronised.
 __device__ __forceinline__ void stage_mma_x(uint4* xs, float* sums, const MmaParams& p, std::int64_t v0, int count,
                                             std::int64_t first, int values) {
   const int chunks = values / 32;
-  for (int e = threadIdx.x; e < kPassVectors * chunks * 4; e += blockDim.x) {
-    const int t = e & 3, v = (e >> 2) % kPassVectors, c = (e >> 2) / kPassVectors;
-    uint4 out = make_uint4(0, 0, 0, 0);
-    if (v < count) {
-      const uint4 raw = *reinterpret_cast<const uint4*>(static_cast<const std::uint16_t*>(p.x) +
-                                                        ((v0 + v) * p.k + first + 32 * c + 8 * t));
-      // raw.x = (x0, x1), raw.y = (x2, x3), raw.z = (x4, x5), raw.w = (x6, x7)
-      out.x = __byte_perm(raw.x, raw.z, 0x5410);  // (x0, x4)
-      out.y = __byte_perm(raw.x, raw.z, 0x7632);  // (x1, x5)
-      out.z = __byte_perm(raw.y, raw.w, 0x5410);  // (x2, x6)
-      out.w = __byte_perm(raw.y, raw.w, 0x7632);  // (x3, x7)
-    }
-    xs[(c * kPassVectors + v) * 4 + t] = out;
+  for (int e = threadIdx.x; e < count * chunks * 4; e += blockDim.x) {
+    const int t = e & 3, v = (e >> 2) % count, c = (e >> 2) / count;
+    const uint4 raw = *reinterpret_cast<const uint4*>(static_cast<const std::uint16_t*>(p.x) +
+                                                      ((v0 + v) * p.k + first + 32 * c + 8 * t));
+    // raw.x = (x0, x1), raw.y = (x2, x3), raw.z = (x4, x5), raw.w = (x6, x7)
+    uint4 out;
+    out.x = __byte_perm(raw.x, raw.z, 0x5410);  // (x0, x4)
+    out.y = __byte_perm(raw.x, raw.z, 0x7632);  // (x1, x5)
+    out.z = __byte_perm(raw.y, raw.w, 0x5410);  // (x2, x6)
+    out.w = __byte_perm(raw.y, raw.w, 0x7632);  // (x3, x7)
+    xs[(c * count + v) * 4 + t] = out;
   }
-  const int groups = values / p.group;
-  for (int e = threadIdx.x; e < kPassVectors * groups; e += blockDim.x) {
-    const int v = e % kPassVectors, g = e / kPassVectors;
+  __syncthreads();
+  const int groups = values / p.group, chunks_per_group = p.group / 32;
+  for (int e = threadIdx.x; e < count * groups; e += blockDim.x) {
+    const int v = e % count, g = e / count;
     float s = 0.0f;
-    if (v < count) {
-      const std::uint16_t* xv = static_cast<const std::uint16_t*>(p.x) + ((v0 + v) * p.k + first + std::int64_t(g) * p.group);
-      for (int i = 0; i < p.group; ++i) s = __fadd_rn(s, widen_half(xv[i], p.dtype));
-    }
-    sums[g * kPassVectors + v] = s;
+    for (int cc = 0; cc < chunks_per_group; ++cc)
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        const uint4 u = xs[((g * chunks_per_group + cc) * count + v) * 4 + t];
+        const unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+        for (int j = 0; j < 8; ++j) s = __fadd_rn(s, widen_half(j < 4 ? (w[j] & 0xffffu) : (w[j - 4] >> 16), p.dtype));
+      }
+    sums[g * count + v] = s;
   }
+  __syncthreads();
 }
 
 template <int BITS, bool BF16, int NT>
@@ -180,12 +189,12 @@ __global__ void __launch_bounds__(kMmaThreads, 2) qmv_mma_kernel(const MmaParams
   constexpr DType kType = BF16 ? DType::bf16 : DType::f16;
   extern __shared__ uint4 mma_shared[];
   uint4* xs = mma_shared;
-  float* sums = reinterpret_cast<float*>(xs + p.tile_values / 32 * kPassVectors * 4);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  std::uint8_t* ring = reinterpret_cast<std::uint8_t*>(sums + p.tile_values / 32 * kPassVectors) +
-                       warp * kMmaStages * kStageBytes<BITS>;
   const std::int64_t v0 = std::int64_t(blockIdx.y) * kPassVectors;
   const int count = int(p.m - v0 < kPassVectors ? p.m - v0 : kPassVectors);
+  float* sums = reinterpret_cast<float*>(xs + p.tile_values / 32 * count * 4);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  std::uint8_t* ring = reinterpret_cast<std::uint8_t*>(sums + p.tile_values / 32 * count) +
+                       warp * kMmaStages * kStageBytes<BITS>;
   const std::int64_t row_bytes = p.k * BITS / 8, groups = p.k / p.group;
   const int group_shift = p.group == 32 ? 0 : (p.group == 64 ? 1 : 2);  // chunks per group: 1 << shift
   const int chunks_total = int(p.k / 32);
@@ -246,7 +255,6 @@ __global__ void __launch_bounds__(kMmaThreads, 2) qmv_mma_kernel(const MmaParams
         const std::int64_t first = std::int64_t(c0) * 32;
         const int values = int(p.k - first < p.tile_values ? p.k - first : p.tile_values);
         stage_mma_x(xs, sums, p, v0, count, first, values);
-        __syncthreads();
       }
       issue(st + kMmaStages - 1);
       wait_async_copies<kMmaStages - 1>();
@@ -269,7 +277,7 @@ __global__ void __launch_bounds__(kMmaThreads, 2) qmv_mma_kernel(const MmaParams
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
           const int v = nt * 8 + g;
-          const uint4 b = v < count ? xs[(cl * kPassVectors + v) * 4 + t] : make_uint4(0, 0, 0, 0);
+          const uint4 b = v < count ? xs[(cl * count + v) * 4 + t] : make_uint4(0, 0, 0, 0);
           mma_step<BF16>(acc[nt], {p_lo[0], p_hi[0], p_lo[1], p_hi[1]}, b.x, b.y);
           mma_step<BF16>(acc[nt], {p_lo[2], p_hi[2], p_lo[3], p_hi[3]}, b.z, b.w);
         }
@@ -277,7 +285,9 @@ __global__ void __launch_bounds__(kMmaThreads, 2) qmv_mma_kernel(const MmaParams
           const int gl = (c % tile_chunks) >> group_shift;
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) {
-            const float2 sum = *reinterpret_cast<const float2*>(sums + gl * kPassVectors + nt * 8 + 2 * t);
+            const int va = nt * 8 + 2 * t;  // this lane's two vectors; past count they are never stored
+            const float2 sum = make_float2(va < count ? sums[gl * count + va] : 0.0f,
+                                           va + 1 < count ? sums[gl * count + va + 1] : 0.0f);
             // acc: [0] (row g, vector 2t), [1] (g, 2t+1), [2] (g+8, 2t), [3] (g+8, 2t+1)
             total[nt][0] = __fmaf_rn(s_lo, acc[nt][0], __fmaf_rn(b_lo, sum.x, total[nt][0]));
             total[nt][1] = __fmaf_rn(s_lo, acc[nt][1], __fmaf_rn(b_lo, sum.y, total[nt][1]));
@@ -317,12 +327,12 @@ int mma_blocks_per_sm(std::size_t smem) {
   return blocks < 1 ? 1 : blocks;
 }
 
-// K values of x staged per block at a time: what fits next to the rings in ~100 KB (two blocks
-// per SM), a multiple of 128 so tiles never split a group.
+// K values of x staged per block at a time for `count` vectors: what fits next to the rings in
+// ~100 KB (two blocks per SM), a multiple of 128 so tiles never split a group.
 template <int BITS>
-int mma_tile(std::int64_t k) {
-  const double left = 100.0 * 1024 - double(kMmaWarps) * kMmaStages * kStageBytes<BITS>;
-  int tile = int(left / (kPassVectors * 2.0 + kPassVectors * 4.0 / 32) / 128) * 128;
+int mma_tile(std::int64_t k, int count) {
+  const double left = 100.0 * 1024 - double(mma_ring_bytes<BITS>());
+  int tile = int(left / (count * (2.0 + 4.0 / 32)) / 128) * 128;
   tile = tile < 128 ? 128 : tile;
   return int(k < tile ? k : tile);
 }
@@ -330,7 +340,10 @@ int mma_tile(std::int64_t k) {
 template <int BITS, bool BF16, int NT>
 void launch_pass(const MmaParams& base, std::int64_t first_pass, std::int64_t passes, cudaStream_t stream) {
   MmaParams p = base;
-  const std::size_t smem = mma_smem<BITS>(p.tile_values);
+  const std::int64_t vectors = base.m - first_pass * kPassVectors;
+  const int count = int(vectors < kPassVectors ? vectors : kPassVectors);  // passes > 1 are all full
+  p.tile_values = mma_tile<BITS>(p.k, count);
+  const std::size_t smem = mma_smem<BITS>(p.tile_values, count);
   const std::int64_t tasks = (p.n + kMmaRows - 1) / kMmaRows;
   const std::int64_t blocks_needed = (tasks + kMmaWarps - 1) / kMmaWarps;
   const std::int64_t resident = std::int64_t(mma_blocks_per_sm<BITS, BF16, NT>(smem)) * sm_count();
@@ -366,7 +379,7 @@ void launch_qmv_mma(const QuantizedMatrixView& w, const void* x, std::int64_t m,
                                 " group parameters: qmv_mma indexes them with 32 bits");
   const bool bf16 = w.dtype == DType::bf16;
   auto run = [&]<int BITS>() {
-    MmaParams p{w.packed.data(), w.scales.data(), w.biases.data(), x, y, w.n, w.k, m, w.group, mma_tile<BITS>(w.k), w.dtype};
+    MmaParams p{w.packed.data(), w.scales.data(), w.biases.data(), x, y, w.n, w.k, m, w.group, 0, w.dtype};
     // Passes of 16 vectors; a last pass of at most 8 needs only one n-tile.
     const std::int64_t full = m / kPassVectors;
     const int rest = int(m - full * kPassVectors);
@@ -387,7 +400,8 @@ cuda::KernelResources qmv_mma_resources(int bits, int vectors) {
   int blocks = 0;
   auto get = [&]<int BITS, int NT>() {
     EXACTQ_CUDA_CHECK(cudaFuncGetAttributes(&a, qmv_mma_kernel<BITS, true, NT>));
-    blocks = mma_blocks_per_sm<BITS, true, NT>(mma_smem<BITS>(mma_tile<BITS>(4096)));
+    const int count = NT * 8;
+    blocks = mma_blocks_per_sm<BITS, true, NT>(mma_smem<BITS>(mma_tile<BITS>(4096, count), count));
   };
   const bool wide = vectors > 8;
   if (bits == 8) wide ? get.template operator()<8, 2>() : get.template operator()<8, 1>();

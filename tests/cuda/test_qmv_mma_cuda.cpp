@@ -84,6 +84,7 @@ TEST(CudaQmvMma, BitwiseWidthInvariantUpTo64WithNegativeControl) {
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   const std::int64_t ms[] = {1, 2, 3, 7, 8, 9, 15, 16, 17, 24, 31, 33, 48, 64};
+  std::int64_t control = 0;
   for (int bits : {4, 8})
     for (int group : {32, 64, 128})
       for (DType dtype : {DType::bf16, DType::f16}) {
@@ -103,9 +104,12 @@ TEST(CudaQmvMma, BitwiseWidthInvariantUpTo64WithNegativeControl) {
         EXPECT_EQ(differing(reversed(rev, m_all, n, dtype), chain), 0) << "reversed";
         EXPECT_EQ(differing(run_gpu(Kernel::qmv_mma, c, c.x, m_all), run_gpu(Kernel::qmv_mma, c, c.x, m_all)), 0)
             << "repeat";
-        // Negative control: qmv's order is another one; some output must differ.
-        EXPECT_GT(differing(run_gpu(Kernel::qmv, c, c.x, m_all), chain), 0) << "qmv_mma equals qmv everywhere";
+        control += differing(run_gpu(Kernel::qmv, c, c.x, m_all), chain);
       }
+  // Negative control: qmv's order is another one, so some output must differ. Both are far more
+  // accurate than the bf16/f16 output rounding, so most outputs agree and a single format can
+  // show no difference; over all of them some must.
+  EXPECT_GT(control, 0) << "qmv_mma equals qmv on every output of every format";
 }
 
 // Error against float64 from the stored (dtype) scales, biases and codes, relative to the

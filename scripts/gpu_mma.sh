@@ -20,3 +20,13 @@ done
   --json "$out/bench_mma.json" --markdown "$out/bench_mma.md" --plot "$out/bench_mma.svg" >"$out/bench_mma.log" 2>&1
 echo "bench exit $?"
 grep -E "ceiling|qmv_mma" "$out/bench_mma.log" | head -80
+for exe in "$bin"/exactq-*; do  # tuning variants (scripts/build_variant.sh), same run
+  [[ -x $exe ]] || continue
+  name=$(basename "$exe")
+  "$exe" bench --backend cuda --shapes gemma12b,big --m 1,16 --kernels qmv,qmv_mma --bits 4 --group 64 --dtype bf16 \
+    --repeats 20 --json "$out/bench_$name.json" >"$out/bench_$name.log" 2>&1
+  echo "== $name"; grep -E "ceiling|qmv(_mma)? +(1|16) " "$out/bench_$name.log" | grep -E "ceiling|big|gate_up|head"
+  "$exe" parity --backend cuda --against cpu --kernels qmv_mma --n 2048 --k 4096 --bits 4 --group 64 --dtype f16 \
+    --m-max 17 --seeds 1 >"$out/parity_$name.log" 2>&1
+  echo "parity exit $?: $(grep -E 'vs cpu' "$out/parity_$name.log" | cut -c1-160)"
+done

@@ -35,6 +35,15 @@ inline constexpr int kStageRowBytes = 64;    // bytes of one row in one ring sta
 inline constexpr int kMmaStages = 4;
 inline constexpr int kPassVectors = 16;      // vectors per pass: two n-tiles of 8
 
+// Experiment (-D): feed 4-bit codes to the mma as magic + q (128 in bf16, 1024 in f16) instead of
+// q, and fold the offset into the bias, b - magic * s: one HSUB2 less per two weights, at the
+// price of f32 sums over larger values. Off by default (exact codes).
+#ifndef EXACTQ_MMA_OFFSET_CODES
+#define EXACTQ_MMA_OFFSET_CODES 0
+#endif
+template <int BITS, bool BF16>
+inline constexpr float kCodeOffset = (EXACTQ_MMA_OFFSET_CODES && BITS == 4) ? (BF16 ? 128.0f : 1024.0f) : 0.0f;
+
 struct MmaParams {
   const std::uint8_t* packed;
   const void* scales;
@@ -91,7 +100,10 @@ __device__ __forceinline__ void codes_to_pairs(const std::uint32_t* w, std::uint
     // Word w[0] holds c_i at bits 4i. (w >> 4i) & 0x000F000F puts c_i and c_{i+4} in the halves.
     const std::uint32_t magic = BF16 ? 0x43004300u : 0x64006400u;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) pair[i] = exact_pair<BF16>(((w[0] >> (4 * i)) & 0x000F000Fu) | magic);
+    for (int i = 0; i < 4; ++i) {
+      const std::uint32_t magic_or_codes = ((w[0] >> (4 * i)) & 0x000F000Fu) | magic;
+      pair[i] = kCodeOffset<BITS, BF16> != 0.0f ? magic_or_codes : exact_pair<BF16>(magic_or_codes);
+    }
   } else {
     static_assert(BITS == 8);
     // w[0] holds c0..c3 and w[1] holds c4..c7, one byte each.
@@ -265,6 +277,10 @@ __global__ void __launch_bounds__(kMmaThreads, 2) qmv_mma_kernel(const MmaParams
         const int c = c0 + j;
         if ((c & ((1 << group_shift) - 1)) == 0) {  // a group starts: its parameters, and the next's in flight
           s_lo = ns_lo, s_hi = ns_hi, b_lo = nb_lo, b_hi = nb_hi;
+          if constexpr (kCodeOffset<BITS, BF16> != 0.0f) {
+            b_lo = __fmaf_rn(-kCodeOffset<BITS, BF16>, s_lo, b_lo);
+            b_hi = __fmaf_rn(-kCodeOffset<BITS, BF16>, s_hi, b_hi);
+          }
           load_params((c >> group_shift) + 1);
         }
         std::uint32_t w_lo[BITS / 4], w_hi[BITS / 4];

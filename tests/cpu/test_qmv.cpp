@@ -476,6 +476,42 @@ TEST(QmvAccuracy, EachKernelWithinDerivedBoundOfFloat64) {
   }
 }
 
+// qmv_mma's CPU side is a reference (per-group sums in double, then the kernel's f32 fold), not a
+// mirror: it must be within the derived bound of float64, refuse f32, and disagree with a
+// formula error (dropping the bias) as the control.
+TEST(QmvAccuracy, QmvMmaReferenceWithinBoundOfFloat64) {
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  for (DType dtype : {DType::bf16, DType::f16})
+    for (int bits : {4, 8})
+      for (int group : {32, 128}) {
+        const std::int64_t n = 23, k = 1024, m = 2;
+        SCOPED_TRACE(cell_name(bits, group, dtype, n, k));
+        const QuantizedMatrix w = random_matrix(n, k, bits, group, dtype, rng);
+        const Bytes x = random_activations(m, k, dtype, rng);
+        const Decoded d = decode(w);
+        const std::vector<float> xf = widen(x, dtype);
+        const Bytes y = run(Kernel::qmv_mma, w, x, m);
+        const double u_out = dtype == DType::f16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
+        std::int64_t violations = 0, no_bias_caught = 0;
+        for (std::int64_t v = 0; v < m; ++v)
+          for (std::int64_t r = 0; r < n; ++r) {
+            const Exact e = exact_output(d, r, xf.data() + v * k);
+            const double accumulate = double(k / group + 3) * std::ldexp(1.0, -24) * e.magnitude;
+            const double bound = accumulate + u_out * (std::fabs(e.y) + accumulate) + (dtype == DType::f16 ? std::ldexp(1.0, -25) : 0.0);
+            const double got = ref_load(y.data(), std::size_t(v * n + r), dtype);
+            violations += std::fabs(got - e.y) > bound;
+            no_bias_caught += std::fabs(got - e.y_without_bias) > bound;
+          }
+        EXPECT_EQ(violations, 0);
+        EXPECT_GT(no_bias_caught, n);
+      }
+  QuantizedMatrix f32 = random_matrix(3, 64, 4, 32, DType::f32, rng);
+  const Bytes x32 = random_activations(1, 64, DType::f32, rng);
+  expect_invalid([&] { run(Kernel::qmv_mma, f32, x32, 1); }, "dtype f32");
+}
+
 // ---- d. argument errors ------------------------------------------------------------------------
 
 TEST(QmvArguments, InvalidArgumentsThrowNamingTheValue) {
@@ -519,7 +555,11 @@ TEST(QmvArguments, InvalidArgumentsThrowNamingTheValue) {
 }
 
 TEST(QmvArguments, KernelNames) {
-  for (Kernel k : {Kernel::qmv, Kernel::qmv_streamed, Kernel::qmv_wide}) EXPECT_EQ(parse_kernel(to_string(k)), k);
+  for (Kernel k : {Kernel::qmv, Kernel::qmv_streamed, Kernel::qmv_wide, Kernel::qmv_mma})
+    EXPECT_EQ(parse_kernel(to_string(k)), k);
+  EXPECT_FALSE(is_exact_family(Kernel::qmv_mma));
+  EXPECT_TRUE(is_width_invariant(Kernel::qmv_mma));
+  EXPECT_FALSE(is_width_invariant(Kernel::qmv_wide));
   EXPECT_TRUE(is_exact_family(Kernel::qmv));
   EXPECT_TRUE(is_exact_family(Kernel::qmv_streamed));
   EXPECT_FALSE(is_exact_family(Kernel::qmv_wide));

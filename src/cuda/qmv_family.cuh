@@ -132,12 +132,13 @@ __device__ __forceinline__ void chunk_step(const std::uint32_t (&w)[ROWS][BITS],
 
 // Tuning knobs for experiments (-D on the nvcc line); the defaults are the measured best
 // (docs/benchmark_results/).
-#ifndef EXACTQ_FAMILY_MIN_BLOCKS
-#define EXACTQ_FAMILY_MIN_BLOCKS 3
-#endif
+// Blocks per SM the register budget is sized for: 2 for the 4-row kernels (no spills at 128
+// registers), 3 for qmv's 2-row kernels (80 registers), 1 from V = 6 on.
+template <int V, int ROWS>
+inline constexpr int kFamilyMinBlocks = V >= 6 ? 1 : (V == 1 && ROWS <= 2 ? 3 : 2);
 
 template <int BITS, int V, int ROWS, int PARAM>
-__global__ void __launch_bounds__(kThreads, V >= 6 ? 1 : (V == 1 ? EXACTQ_FAMILY_MIN_BLOCKS : 2))
+__global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
     qmv_family_kernel(const QmvParams p) {
   extern __shared__ float4 shared_raw[];
   float4* lifted = shared_raw;                                 // [V][tile_values / 4], interleaved

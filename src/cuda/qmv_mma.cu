@@ -56,6 +56,13 @@ struct MmaParams {
   DType dtype;
 };
 
+// Group parameters travel in windows of 16 groups: each lane loads 16 raw 16-bit values (row
+// lane/2, scales or biases by lane%2) a whole window ahead into registers and parks them in a
+// per-warp double buffer [2][16 rows][2][16 groups] when the window starts, so no group ever
+// waits for a parameter load (a load per group stalled each group for a full HBM latency).
+inline constexpr int kWindowGroups = 16;
+inline constexpr int kParamBufferBytes = 2 * kMmaRows * 2 * kWindowGroups * 2;
+
 template <int BITS>
 inline constexpr int kRowStride = kStageRowBytes + 4 * BITS;  // padded: conflict-free fragment reads
 template <int BITS>
@@ -70,7 +77,7 @@ inline constexpr int kChunksPerStage = kStageRowBytes / (4 * BITS);  // 4 at 4 b
 inline std::size_t mma_x_bytes(int tile_values, int count) { return std::size_t(tile_values) / 32 * count * 64; }
 inline std::size_t mma_sum_bytes(int tile_values, int count) { return std::size_t(tile_values) / 32 * count * 4; }
 template <int BITS>
-std::size_t mma_ring_bytes() { return std::size_t(kMmaWarps) * kMmaStages * kStageBytes<BITS>; }
+std::size_t mma_ring_bytes() { return std::size_t(kMmaWarps) * (kMmaStages * kStageBytes<BITS> + kParamBufferBytes); }
 template <int BITS>
 std::size_t mma_smem(int tile_values, int count) {
   return mma_x_bytes(tile_values, count) + mma_sum_bytes(tile_values, count) + mma_ring_bytes<BITS>();
@@ -206,7 +213,8 @@ __global__ void __launch_bounds__(kMmaThreads, 2) qmv_mma_kernel(const MmaParams
   float* sums = reinterpret_cast<float*>(xs + p.tile_values / 32 * count * 4);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   std::uint8_t* ring = reinterpret_cast<std::uint8_t*>(sums + p.tile_values / 32 * count) +
-                       warp * kMmaStages * kStageBytes<BITS>;
+                       warp * (kMmaStages * kStageBytes<BITS> + kParamBufferBytes);
+  std::uint16_t* params = reinterpret_cast<std::uint16_t*>(ring + kMmaStages * kStageBytes<BITS>);
   const std::int64_t row_bytes = p.k * BITS / 8, groups = p.k / p.group;
   const int group_shift = p.group == 32 ? 0 : (p.group == 64 ? 1 : 2);  // chunks per group: 1 << shift
   const int chunks_total = int(p.k / 32);
@@ -226,7 +234,6 @@ __global__ void __launch_bounds__(kMmaThreads, 2) qmv_mma_kernel(const MmaParams
     // Lane (g, t) copies 16-byte piece t of rows g and g+8 of each stage.
     const std::uint8_t* src_lo = p.packed + rl * row_bytes + 16 * t;
     const std::uint8_t* src_hi = p.packed + rh * row_bytes + 16 * t;
-    const int prm_lo = int(rl * groups), prm_hi = int(rh * groups);
     auto issue = [&](int st) {
       if (active && st < stages_total) {
         std::uint8_t* slot = ring + (st % kMmaStages) * kStageBytes<BITS>;
@@ -246,17 +253,35 @@ __global__ void __launch_bounds__(kMmaThreads, 2) qmv_mma_kernel(const MmaParams
     for (int j = 0; j < NT; ++j)
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[j][i] = 0.0f;
-    // Group parameters of rows g and g+8, one group ahead.
-    float s_lo = 0, s_hi = 0, b_lo = 0, b_hi = 0, ns_lo = 0, ns_hi = 0, nb_lo = 0, nb_hi = 0;
-    auto load_params = [&](int grp) {
-      if (active && grp < groups) {
-        ns_lo = load_param<int(kType)>(p.scales, prm_lo + grp, kType);
-        ns_hi = load_param<int(kType)>(p.scales, prm_hi + grp, kType);
-        nb_lo = load_param<int(kType)>(p.biases, prm_lo + grp, kType);
-        nb_hi = load_param<int(kType)>(p.biases, prm_hi + grp, kType);
+    // Group parameter windows (see kWindowGroups): lane l loads row l/2's scales (l even) or
+    // biases (l odd) for the 16 groups of a window.
+    const int stages_per_window = kWindowGroups * p.group / (32 * kCps);
+    const std::int64_t my_param_row = task * kMmaRows + lane / 2;
+    const std::uint16_t* my_params = static_cast<const std::uint16_t*>(lane % 2 ? p.biases : p.scales) +
+                                     (my_param_row < p.n ? my_param_row : p.n - 1) * groups;
+    std::uint16_t pending[kWindowGroups];
+    auto load_window = [&](int window) {
+#pragma unroll
+      for (int i = 0; i < kWindowGroups; ++i) {
+        const std::int64_t grp = std::int64_t(window) * kWindowGroups + i;
+        pending[i] = active && grp < groups ? my_params[grp] : std::uint16_t(0);
       }
     };
-    load_params(0);
+    auto park_window = [&](int window) {
+      std::uint16_t* to = params + (window % 2) * (kMmaRows * 2 * kWindowGroups) + lane * kWindowGroups;
+#pragma unroll
+      for (int i = 0; i < kWindowGroups; i += 2)
+        *reinterpret_cast<std::uint32_t*>(to + i) = std::uint32_t(pending[i]) | (std::uint32_t(pending[i + 1]) << 16);
+    };
+    // Parameter of group grp for a row (g or g + 8) and array (0 scales, 1 biases), from the buffer.
+    auto param = [&](int grp, int row, int array) {
+      const int window = grp / kWindowGroups;
+      const std::uint16_t raw =
+          params[(window % 2) * (kMmaRows * 2 * kWindowGroups) + (row * 2 + array) * kWindowGroups + grp % kWindowGroups];
+      return BF16 ? __uint_as_float(unsigned(raw) << 16) : __half2float(__ushort_as_half(raw));
+    };
+    float s_lo = 0, s_hi = 0, b_lo = 0, b_hi = 0;
+    load_window(0);
 #pragma unroll
     for (int st = 0; st < kMmaStages - 1; ++st) issue(st);
 
@@ -269,19 +294,23 @@ __global__ void __launch_bounds__(kMmaThreads, 2) qmv_mma_kernel(const MmaParams
         stage_mma_x(xs, sums, p, v0, count, first, values);
       }
       issue(st + kMmaStages - 1);
+      if (st % stages_per_window == 0) {  // a window starts: park its parameters, load the next's
+        park_window(st / stages_per_window);
+        load_window(st / stages_per_window + 1);
+      }
       wait_async_copies<kMmaStages - 1>();
-      __syncwarp();  // the stage was copied by all lanes of the warp
+      __syncwarp();  // the stage was copied (and the window parked) by all lanes of the warp
       const std::uint8_t* slot = ring + (st % kMmaStages) * kStageBytes<BITS>;
 #pragma unroll
       for (int j = 0; j < kCps; ++j) {
         const int c = c0 + j;
-        if ((c & ((1 << group_shift) - 1)) == 0) {  // a group starts: its parameters, and the next's in flight
-          s_lo = ns_lo, s_hi = ns_hi, b_lo = nb_lo, b_hi = nb_hi;
+        if ((c & ((1 << group_shift) - 1)) == 0) {  // a group starts: its parameters
+          const int grp = c >> group_shift;
+          s_lo = param(grp, g, 0), s_hi = param(grp, g + 8, 0), b_lo = param(grp, g, 1), b_hi = param(grp, g + 8, 1);
           if constexpr (kCodeOffset<BITS, BF16> != 0.0f) {
             b_lo = __fmaf_rn(-kCodeOffset<BITS, BF16>, s_lo, b_lo);
             b_hi = __fmaf_rn(-kCodeOffset<BITS, BF16>, s_hi, b_hi);
           }
-          load_params((c >> group_shift) + 1);
         }
         std::uint32_t w_lo[BITS / 4], w_hi[BITS / 4];
         read_chunk_words<BITS>(slot + g * kRowStride<BITS> + j * kChunkBytes + t * (BITS), w_lo);

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The record run: every CUDA test, parity of all four kernels (qmv_mma to M = 64), the sanitizers
+# on the kernels' tests, and the benchmark of every kernel on every preset, logs under $OUT.
+set -uo pipefail
+bin=.out/bin
+out=${OUT:-/tmp/exactq-out}
+mkdir -p "$out"
+export PATH=/usr/local/cuda/bin:$PATH
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+"$bin/exactq_cuda_tests" >"$out/cuda_tests.log" 2>&1
+echo "cuda tests: exit $? $(grep -E '^\[  (PASSED|FAILED)' "$out/cuda_tests.log" | tr '\n' ' ')"
+grep -E "^\[  FAILED|info" "$out/cuda_tests.log" | head -20
+: >"$out/parity.log"
+for spec in "4 64 bf16 4096 3840" "8 128 f16 1031 4096" "4 32 f16 517 8192" "8 64 bf16 2048 3840"; do
+  read -r b g d n k <<<"$spec"
+  "$bin/exactq" parity --backend cuda --against cpu --kernels qmv,qmv_streamed,qmv_wide,qmv_mma --n "$n" --k "$k" \
+    --bits "$b" --group "$g" --dtype "$d" --m-max 64 --seeds 1 --json "$out/parity_${b}b_g${g}_${d}.json" >>"$out/parity.log" 2>&1
+  echo "parity exit $?: $(tail -1 "$out/parity.log" | cut -c1-150)"
+done
+for tool in memcheck racecheck; do
+  compute-sanitizer --tool "$tool" --error-exitcode 9 "$bin/exactq_cuda_tests" \
+    --gtest_filter='CudaQmv.EqualsCpuMirrorForEveryFormat:CudaQmv.RejectsBadArguments:CudaQmvMma.AccuracyAgainstFloat64AndCpuReference:CudaQmvMma.RejectsWhatItDoesNotServe' \
+    >"$out/sanitizer_$tool.log" 2>&1
+  echo "$tool: exit $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer_$tool.log" | tail -1)"
+done
+"$bin/exactq" bench --backend cuda --shapes gemma12b,llama3-8b,qwen27b,big --m 1,2,3,4,8,16 \
+  --kernels qmv,qmv_streamed,qmv_wide,qmv_mma --bits 4 --group 64 --dtype bf16 --repeats 20 \
+  --json "$out/bench.json" --markdown "$out/bench.md" --plot "$out/bench.svg" >"$out/bench.log" 2>&1
+echo "bench exit $?"
+grep -E "ceiling|V=|qmv +1 |qmv_mma +(1|16) " "$out/bench.log" | grep -E "ceiling|V=|head|big|gate_up|down" | head -60

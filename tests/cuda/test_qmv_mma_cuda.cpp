@@ -169,7 +169,7 @@ TEST(CudaQmvMma, RejectsWhatItDoesNotServe) {
   EXPECT_THROW(run_gpu(Kernel::qmv_mma, f32, f32.x, 1), std::invalid_argument);
   const Case three = make_case(16, 256, 3, 64, DType::bf16, 1, 1);
   EXPECT_THROW(run_gpu(Kernel::qmv_mma, three, three.x, 1), std::invalid_argument);
-  const Case odd_k = make_case(16, 320, 4, 64, DType::bf16, 1, 1);  // 320 is not a multiple of 128
+  const Case odd_k = make_case(16, 320, 4, 64, DType::bf16, 1, 1);  // 320 is not a multiple of 256
   EXPECT_THROW(run_gpu(Kernel::qmv_mma, odd_k, odd_k.x, 1), std::invalid_argument);
   const Case ok = make_case(16, 256, 4, 64, DType::bf16, 1, 1);  // control
   EXPECT_NO_THROW(run_gpu(Kernel::qmv_mma, ok, ok.x, 1));

@@ -63,6 +63,19 @@ cuda::KernelResources family_resources() {
   return {a.numRegs, int(a.localSizeBytes), a.maxThreadsPerBlock, family_blocks_per_sm<BITS, V, ROWS, PARAM>(smem)};
 }
 
+// The param dtype as a template argument (a branch per scale and bias load costs issue slots and
+// splits the loop into basic blocks the scheduler cannot interleave): qmv, and qmv_streamed up
+// to V = 4. Wider passes read it at run time (they are issue-bound on their V FFMAs anyway, and
+// it keeps the build small).
+template <typename F>
+void dispatch_dtype(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::f32: f.template operator()<int(DType::f32)>(); break;
+    case DType::f16: f.template operator()<int(DType::f16)>(); break;
+    default: f.template operator()<int(DType::bf16)>(); break;
+  }
+}
+
 // Runtime bits to the template.
 template <typename F>
 void dispatch_bits(int bits, F&& f) {

@@ -10,16 +10,6 @@ namespace {
 // three blocks). Measured on the H100: 4 rows 50.4 us, 2 rows 52.0 us on 28672x8192 4-bit.
 template <int BITS>
 inline constexpr int kQmvRows = BITS <= 4 ? 4 : 2;
-// The param dtype is a template argument here (a branch per scale and bias load costs issue
-// slots at M = 1); qmv_streamed reads it at run time, amortised over its V vectors.
-template <typename F>
-void dispatch_dtype(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::f32: f.template operator()<int(DType::f32)>(); break;
-    case DType::f16: f.template operator()<int(DType::f16)>(); break;
-    default: f.template operator()<int(DType::bf16)>(); break;
-  }
-}
 }  // namespace
 
 void launch_qmv(const QuantizedMatrixView& w, const void* x, std::int64_t vector_offset, std::int64_t m, void* y,

@@ -7,6 +7,7 @@ namespace exactq::cuda_detail {
 
 namespace {
 inline constexpr int kMaxStreamed = 8;
+inline constexpr int kTemplatedDtypeMaxV = 4;  // see dispatch_dtype
 
 template <typename F>
 void dispatch_vectors(int v, F&& f) {
@@ -24,7 +25,13 @@ void launch_qmv_streamed(const QuantizedMatrixView& w, const void* x, std::int64
   auto launch = [&](int v, std::int64_t offset, std::int64_t tiles) {
     if (v == 1) return launch_qmv(w, x, offset, tiles, y, stream);
     dispatch_vectors(v, [&]<int V>() {
-      dispatch_bits(w.bits, [&]<int BITS>() { launch_family<BITS, V, kFamilyRows, kRuntimeDtype>(w, x, offset, tiles, y, stream); });
+      dispatch_bits(w.bits, [&]<int BITS>() {
+        if constexpr (V <= kTemplatedDtypeMaxV) {
+          dispatch_dtype(w.dtype, [&]<int PARAM>() { launch_family<BITS, V, kFamilyRows, PARAM>(w, x, offset, tiles, y, stream); });
+        } else {
+          launch_family<BITS, V, kFamilyRows, kRuntimeDtype>(w, x, offset, tiles, y, stream);
+        }
+      });
     });
   };
   launch(width, 0, full);
@@ -34,7 +41,11 @@ void launch_qmv_streamed(const QuantizedMatrixView& w, const void* x, std::int64
 cuda::KernelResources qmv_streamed_resources(int bits, int vectors) {
   if (vectors == 1) return qmv_resources(bits);
   cuda::KernelResources r;
-  dispatch_vectors(vectors, [&]<int V>() { dispatch_bits(bits, [&]<int BITS>() { r = family_resources<BITS, V, kFamilyRows, kRuntimeDtype>(); }); });
+  dispatch_vectors(vectors, [&]<int V>() {
+    dispatch_bits(bits, [&]<int BITS>() {
+      r = family_resources<BITS, V, kFamilyRows, V <= kTemplatedDtypeMaxV ? int(DType::bf16) : kRuntimeDtype>();
+    });
+  });
   return r;
 }
 

@@ -231,6 +231,20 @@ inline int k_tile(std::int64_t k, int vectors, double extra_per_value, double bu
   return int(k_rounded < tile ? k_rounded : tile);
 }
 
+// Blocks of KERNEL resident per SM with `smem` bytes of dynamic shared memory (at least 1), after
+// raising the kernel's dynamic shared-memory limit to `max_smem` once per kernel.
+template <auto KERNEL>
+int resident_blocks(int threads, std::size_t smem, int max_smem) {
+  static const bool raised = [&] {
+    EXACTQ_CUDA_CHECK(cudaFuncSetAttribute(KERNEL, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem));
+    return true;
+  }();
+  (void)raised;
+  int blocks = 0;
+  EXACTQ_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, KERNEL, threads, smem));
+  return blocks < 1 ? 1 : blocks;
+}
+
 struct LaunchShape {
   dim3 grid;
   std::size_t smem = 0;

@@ -21,15 +21,7 @@ inline int family_tile(std::int64_t k, int vectors) {
 
 template <int BITS, int V, int ROWS, int PARAM>
 int family_blocks_per_sm(std::size_t smem) {
-  auto kernel = qmv_family_kernel<BITS, V, ROWS, PARAM>;
-  static const bool raised = [&] {
-    EXACTQ_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 * 1024));
-    return true;
-  }();
-  (void)raised;
-  int blocks = 0;
-  EXACTQ_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, smem));
-  return blocks < 1 ? 1 : blocks;
+  return resident_blocks<qmv_family_kernel<BITS, V, ROWS, PARAM>>(kThreads, smem, 100 * 1024);
 }
 
 // Launches `tiles` tiles of V vectors starting at vector_offset.

@@ -366,15 +366,7 @@ __global__ void __launch_bounds__(kMmaThreads, 2) qmv_mma_kernel(const MmaParams
 
 template <int BITS, bool BF16, int NT>
 int mma_blocks_per_sm(std::size_t smem) {
-  auto kernel = qmv_mma_kernel<BITS, BF16, NT>;
-  static const bool raised = [&] {
-    EXACTQ_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
-    return true;
-  }();
-  (void)raised;
-  int blocks = 0;
-  EXACTQ_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kMmaThreads, smem));
-  return blocks < 1 ? 1 : blocks;
+  return resident_blocks<qmv_mma_kernel<BITS, BF16, NT>>(kMmaThreads, smem, 200 * 1024);
 }
 
 // K values of x staged per block at a time for `count` vectors: what fits next to the rings in

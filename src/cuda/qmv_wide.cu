@@ -106,14 +106,7 @@ void dispatch_wide_vectors(int v, F&& f) {
 
 template <int BITS, int V>
 int wide_blocks_per_sm(std::size_t smem) {
-  static const bool raised = [] {
-    EXACTQ_CUDA_CHECK(cudaFuncSetAttribute(qmv_wide_kernel<BITS, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 * 1024));
-    return true;
-  }();
-  (void)raised;
-  int blocks = 0;
-  EXACTQ_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, qmv_wide_kernel<BITS, V>, kThreads, smem));
-  return blocks < 1 ? 1 : blocks;
+  return resident_blocks<qmv_wide_kernel<BITS, V>>(kThreads, smem, 100 * 1024);
 }
 
 template <int BITS, int V>

@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "cuda_test_util.h"
 #include "exactq/cuda.h"
 #include "exactq/qmv.h"
 #include "exactq/quantize.h"
@@ -15,17 +16,7 @@
 namespace exactq {
 namespace {
 
-#define REQUIRE_GPU()                                                 \
-  do {                                                                \
-    if (!cuda::device_available()) {                                  \
-      GTEST_SKIP() << "no usable CUDA device on this machine";        \
-    }                                                                 \
-  } while (0)
-
-std::uint64_t fresh_seed() {
-  static std::random_device rd;
-  return (std::uint64_t(rd()) << 32) | rd();
-}
+using test::fresh_seed;
 
 std::vector<float> normal_values(std::size_t count, float scale, std::mt19937_64& rng) {
   std::normal_distribution<float> d(0.0f, scale);

@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "cuda_test_util.h"
 #include "exactq/cuda.h"
 #include "exactq/qmv.h"
 #include "exactq/quantize.h"
@@ -17,19 +18,9 @@
 namespace exactq {
 namespace {
 
-#define REQUIRE_GPU()                                          \
-  do {                                                         \
-    if (!cuda::device_available()) {                           \
-      GTEST_SKIP() << "no usable CUDA device on this machine"; \
-    }                                                          \
-  } while (0)
+using test::fresh_seed;
 
 using Bytes = std::vector<std::byte>;
-
-std::uint64_t fresh_seed() {
-  static std::random_device rd;
-  return (std::uint64_t(rd()) << 32) | rd();
-}
 
 struct Case {
   QuantizedMatrix host;

@@ -190,24 +190,28 @@ ParityResult run_parity(const ParityConfig& c, Backend& backend, Backend* refere
     else if (is_width_invariant(kernel))
       own_order_names += (own_order_names.empty() ? "" : ",") + std::string(to_string(kernel));
   }
+  // What was shown identical, e.g. "qmv,qmv_streamed bit-identical to qmv's chain; qmv_mma
+  // bit-identical to its own chain".
+  std::string identical;
+  if (!exact_names.empty()) identical = exact_names + " bit-identical to qmv's chain";
   if (!own_order_names.empty())
-    exact_names += (exact_names.empty() ? "" : "; ") + own_order_names + " bit-identical to its own chain";
+    identical += (identical.empty() ? "" : "; ") + own_order_names + " bit-identical to its own chain";
   const std::string shape = fmt::format("{}x{} {}-bit g{} {}", c.n, c.k, c.bits, c.group, to_string(c.dtype));
   const std::string control =
       fmt::format("negative control qmv_wide vs qmv: {} of {} bytes differ", control_bytes, control_total);
   if (!result.identity_ok || !result.against_ok) {
-    result.summary = fmt::format("FAIL  {} [{}]: an exact-family kernel differs (see the rows marked FAIL); {}", shape,
+    result.summary = fmt::format("FAIL  {} [{}]: a width-invariant kernel differs (see the rows marked FAIL); {}", shape,
                                  backend.name(), control);
   } else if (!result.control_fired) {
     result.summary = fmt::format(
-        "INCONCLUSIVE  {} [{}]: {} identical, but qmv_wide equals qmv on every byte: this shape is too small for "
+        "INCONCLUSIVE  {} [{}]: {}, but qmv_wide equals qmv on every byte: this shape is too small for "
         "the two orders to differ, so the identity check proves nothing here (use a larger N or K)",
-        shape, backend.name(), exact_names.empty() ? "nothing" : exact_names);
+        shape, backend.name(), identical.empty() ? "nothing checked" : identical);
   } else {
-    result.summary = fmt::format(
-        "PASS  {} [{}]: {} bit-identical to qmv's chain at M=1..{} (block, reversed, repeated{}; {} seeds); {}", shape,
-        backend.name(), exact_names.empty() ? "(no exact kernel asked)" : exact_names, c.m_max,
-        reference ? ", and against the " + reference->name() + " mirror" : "", c.seeds.size(), control);
+    result.summary = fmt::format("PASS  {} [{}]: {} at M=1..{} (block, reversed, repeated{}; {} seeds); {}", shape,
+                                 backend.name(), identical.empty() ? "(no width-invariant kernel asked)" : identical,
+                                 c.m_max, reference ? ", and against the " + reference->name() + " side" : "",
+                                 c.seeds.size(), control);
   }
   j["summary"] = result.summary;
   j["exit_code"] = result.exit_code();

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the CUDA binaries here (sm_90a + sm_90) and puts them in .out/bin, the folder a GPU
-# call carries (`carry: [".out/bin"]`, then scripts/gpu_session.sh there).
+# call carries (`carry: [".out/bin"]`, then scripts/gpu_final.sh there: the record run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake -S . -B build-cuda -G Ninja -DEXACTQ_TESTS=ON >/dev/null

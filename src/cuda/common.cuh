@@ -111,56 +111,19 @@ __device__ __forceinline__ void load_chunk(const std::uint8_t* p, std::uint32_t 
   }
 }
 
-// ---- asynchronous copies into a shared-memory ring ----------------------------------------------
+// ---- asynchronous copies into a shared-memory ring (qmv_mma) -------------------------------------
 // Bytes in flight decide the bandwidth of a streaming kernel (Little's law: ~4.6 TB/s times about
 // a microsecond of loaded HBM latency is several MB, tens of KB per SM). Held in registers they
-// cost occupancy; cp.async puts them in shared memory instead. One chunk of BITS words goes in
-// 16-, 8- or 4-byte pieces, the largest its alignment allows (a chunk is aligned to its size).
-template <int BITS>
-__device__ __forceinline__ void copy_chunk_async(void* shared, const std::uint8_t* global) {
+// cost occupancy; cp.async puts them in shared memory instead. 16 bytes, L2 only (.cg).
+__device__ __forceinline__ void copy16_async(void* shared, const void* global) {
   const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(shared));
-  if constexpr (BITS % 4 == 0) {
-#pragma unroll
-    for (int i = 0; i < BITS / 4; ++i)
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to + 16 * i), "l"(global + 16 * i));
-  } else if constexpr (BITS % 2 == 0) {
-#pragma unroll
-    for (int i = 0; i < BITS / 2; ++i)
-      asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(to + 8 * i), "l"(global + 8 * i));
-  } else {
-#pragma unroll
-    for (int i = 0; i < BITS; ++i)
-      asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(to + 4 * i), "l"(global + 4 * i));
-  }
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(global));
 }
 __device__ __forceinline__ void commit_async_copies() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int PENDING>
 __device__ __forceinline__ void wait_async_copies() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING) : "memory");
 }
-// A chunk this thread copied, read back (after wait_async_copies made it visible).
-template <int BITS>
-__device__ __forceinline__ void read_chunk_shared(const void* shared, std::uint32_t (&w)[BITS]) {
-  if constexpr (BITS % 4 == 0) {
-#pragma unroll
-    for (int i = 0; i < BITS / 4; ++i) {
-      const uint4 v = static_cast<const uint4*>(shared)[i];
-      w[4 * i] = v.x, w[4 * i + 1] = v.y, w[4 * i + 2] = v.z, w[4 * i + 3] = v.w;
-    }
-  } else if constexpr (BITS % 2 == 0) {
-#pragma unroll
-    for (int i = 0; i < BITS / 2; ++i) {
-      const uint2 v = static_cast<const uint2*>(shared)[i];
-      w[2 * i] = v.x, w[2 * i + 1] = v.y;
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < BITS; ++i) w[i] = static_cast<const std::uint32_t*>(shared)[i];
-  }
-}
-// Asks L2 to fetch a line early (no register, no wait): used for the small group parameters.
-__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
-
 // Widening on the device with the hardware conversions: the same values as dtype.h's (every
 // f16/bf16 value is exact in f32), without branches in the inner loops.
 __device__ __forceinline__ float widen_half(unsigned raw16, DType dtype) {
@@ -197,11 +160,6 @@ __device__ __forceinline__ void stage_activations(float* xs, int stride, const v
     }
     *reinterpret_cast<float4*>(xs + v * stride + swizzle(i, unit_shift)) = f;
   }
-}
-
-__device__ __forceinline__ float group_param_at(const unsigned char* p, DType dtype) {
-  if (dtype == DType::f32) return *reinterpret_cast<const float*>(p);
-  return widen_half(*reinterpret_cast<const unsigned short*>(p), dtype);
 }
 
 __device__ __forceinline__ float group_param(const void* p, std::int64_t i, DType dtype) {
@@ -244,10 +202,5 @@ int resident_blocks(int threads, std::size_t smem, int max_smem) {
   EXACTQ_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, KERNEL, threads, smem));
   return blocks < 1 ? 1 : blocks;
 }
-
-struct LaunchShape {
-  dim3 grid;
-  std::size_t smem = 0;
-};
 
 }  // namespace exactq::cuda_detail

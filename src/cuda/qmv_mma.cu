@@ -242,8 +242,8 @@ __global__ void __launch_bounds__(kMmaThreads, 2) qmv_mma_kernel(const MmaParams
         const std::int64_t off = std::int64_t(st) * kStageRowBytes;
 #pragma unroll
         for (int piece = 0; piece < kStageRowBytes / 64; ++piece) {  // pieces t, t + 4, ... of the row
-          copy_chunk_async<4>(slot + g * kRowStride<BITS> + 64 * piece + 16 * t, src_lo + off + 64 * piece);
-          copy_chunk_async<4>(slot + (g + 8) * kRowStride<BITS> + 64 * piece + 16 * t, src_hi + off + 64 * piece);
+          copy16_async(slot + g * kRowStride<BITS> + 64 * piece + 16 * t, src_lo + off + 64 * piece);
+          copy16_async(slot + (g + 8) * kRowStride<BITS> + 64 * piece + 16 * t, src_hi + off + 64 * piece);
         }
       }
       commit_async_copies();

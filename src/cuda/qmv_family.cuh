@@ -130,8 +130,6 @@ __device__ __forceinline__ void chunk_step(const std::uint32_t (&w)[ROWS][BITS],
   }
 }
 
-// Tuning knobs for experiments (-D on the nvcc line); the defaults are the measured best
-// (docs/benchmark_results/).
 // Blocks per SM the register budget is sized for: 2 for the 4-row kernels (no spills at 128
 // registers), 3 for qmv's 2-row kernels (80 registers), 1 from V = 6 on.
 template <int V, int ROWS>

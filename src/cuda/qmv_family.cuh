@@ -172,6 +172,10 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
       const std::int64_t row = row0 + r < p.n ? row0 + r : p.n - 1;
       wrow[r] = p.packed + row * row_bytes;
       prow[r] = int(row * groups);
+      // Opaque to the compiler, so it keeps the row bases in registers instead of recomputing
+      // the clamp and the 64-bit product at every load: 705 instead of 774 instructions per
+      // two chunks of 4 rows in the SASS, 43.4 instead of 45.3 us on 28672x8192.
+      asm("" : "+l"(wrow[r]), "+r"(prow[r]));
     }
     float total[ROWS][V];
 #pragma unroll

@@ -89,6 +89,24 @@ TEST(CudaQmv, EqualsCpuMirrorForEveryFormat) {
       }
 }
 
+// Rows whose byte length is not a multiple of 16 (K * bits % 128 != 0: possible for 2, 3, 5 and
+// 6 bits at groups 32 and 64), so rows start at every alignment the format allows.
+TEST(CudaQmv, EqualsCpuMirrorWhereRowsAreNotSixteenByteAligned) {
+  REQUIRE_GPU();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (int bits : {2, 3, 5, 6})
+    for (int group : {32, 64}) {
+      const std::int64_t n = 21, k = group == 32 ? 32 * 37 : 64 * 19, m = 5;
+      const Problem p = make_problem(n, k, bits, group, DType::bf16, m, seed + bits * 10 + group);
+      for (Kernel kernel : {Kernel::qmv, Kernel::qmv_streamed}) {
+        SCOPED_TRACE(std::string(to_string(kernel)) + " bits " + std::to_string(bits) + " group " +
+                     std::to_string(group) + " row bytes " + std::to_string(k * bits / 8));
+        EXPECT_EQ(differing(run_gpu(kernel, p, p.x, m), run_cpu(kernel, p, p.x, m)), 0);
+      }
+    }
+}
+
 // Shapes that exercise tails, K tiling (K larger than one shared-memory tile) and many rows.
 TEST(CudaQmv, EqualsCpuMirrorOnShapes) {
   REQUIRE_GPU();

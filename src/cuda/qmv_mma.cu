@@ -28,6 +28,10 @@ namespace exactq::cuda_detail {
 
 namespace {
 
+// Warps per block. Where N has too few 16-row tasks to give every SM a block of 8 task warps (a
+// down projection has 240 tasks), only the first `task_warps` warps of a block take tasks and the
+// others just help stage x, so the blocks spread over all SMs. The launcher picks task_warps from
+// N and the SM count; it never enters any row's arithmetic.
 inline constexpr int kMmaWarps = 8;
 inline constexpr int kMmaThreads = kMmaWarps * 32;
 inline constexpr int kMmaRows = 16;          // rows per warp task: the mma's M
@@ -56,6 +60,7 @@ struct MmaParams {
   int group;
   int tile_values;  // K values of x staged at a time (a multiple of 256, or all of K)
   DType dtype;
+  int task_warps;   // warps of a block that take tasks (1..8)
 };
 
 // Group parameters travel in windows of 16 groups: each lane loads 16 raw 16-bit values (row
@@ -79,10 +84,10 @@ inline constexpr int kChunksPerStage = kStageRowBytes / (4 * BITS);  // 4 at 4 b
 inline std::size_t mma_x_bytes(int tile_values, int count) { return std::size_t(tile_values) / 32 * count * 64; }
 inline std::size_t mma_sum_bytes(int tile_values, int count) { return std::size_t(tile_values) / 32 * count * 4; }
 template <int BITS>
-std::size_t mma_ring_bytes() { return std::size_t(kMmaWarps) * (kMmaStages * kStageBytes<BITS> + kParamBufferBytes); }
+std::size_t mma_ring_bytes(int warps) { return std::size_t(warps) * (kMmaStages * kStageBytes<BITS> + kParamBufferBytes); }
 template <int BITS>
-std::size_t mma_smem(int tile_values, int count) {
-  return mma_x_bytes(tile_values, count) + mma_sum_bytes(tile_values, count) + mma_ring_bytes<BITS>();
+std::size_t mma_smem(int tile_values, int count, int warps) {
+  return mma_x_bytes(tile_values, count) + mma_sum_bytes(tile_values, count) + mma_ring_bytes<BITS>(warps);
 }
 
 // Two codes' bf16/f16 patterns from 16-bit halves that hold (magic | code): the magic is the
@@ -224,13 +229,13 @@ __global__ void __launch_bounds__(kMmaThreads, 2) qmv_mma_kernel(const MmaParams
   const int tile_chunks = p.tile_values / 32;
   const bool restage = p.k > p.tile_values;
   const std::int64_t tasks = (p.n + kMmaRows - 1) / kMmaRows;
-  const std::int64_t warps_total = std::int64_t(gridDim.x) * kMmaWarps;
+  const std::int64_t warps_total = std::int64_t(gridDim.x) * p.task_warps;
   const std::int64_t trips = (tasks + warps_total - 1) / warps_total;
   const std::int64_t my_first_task = std::int64_t(warp) * gridDim.x + blockIdx.x;
 
   for (std::int64_t trip = 0; trip < trips; ++trip) {
     const std::int64_t task = my_first_task + trip * warps_total;
-    const bool active = task < tasks;
+    const bool active = warp < p.task_warps && task < tasks;
     const std::int64_t row_lo = task * kMmaRows + g, row_hi = row_lo + 8;
     const std::int64_t rl = row_lo < p.n ? row_lo : p.n - 1, rh = row_hi < p.n ? row_hi : p.n - 1;
     // Lane (g, t) copies the 16-byte pieces t, t + 4, ... of rows g and g+8 of each stage.
@@ -373,7 +378,7 @@ int mma_blocks_per_sm(std::size_t smem) {
 // ~100 KB (two blocks per SM), a multiple of 256 so tiles never split a group or a ring stage.
 template <int BITS>
 int mma_tile(std::int64_t k, int count) {
-  const double left = 100.0 * 1024 - double(mma_ring_bytes<BITS>());
+  const double left = 100.0 * 1024 - double(mma_ring_bytes<BITS>(kMmaWarps));
   int tile = int(left / (count * (2.0 + 4.0 / 32)) / 256) * 256;
   tile = tile < 256 ? 256 : tile;
   return int(k < tile ? k : tile);
@@ -385,9 +390,11 @@ void launch_pass(const MmaParams& base, std::int64_t first_pass, std::int64_t pa
   const std::int64_t vectors = base.m - first_pass * kPassVectors;
   const int count = int(vectors < kPassVectors ? vectors : kPassVectors);  // passes > 1 are all full
   p.tile_values = mma_tile<BITS>(p.k, count);
-  const std::size_t smem = mma_smem<BITS>(p.tile_values, count);
   const std::int64_t tasks = (p.n + kMmaRows - 1) / kMmaRows;
-  const std::int64_t blocks_needed = (tasks + kMmaWarps - 1) / kMmaWarps;
+  const std::int64_t per_sm = (tasks + sm_count() - 1) / sm_count();
+  p.task_warps = int(per_sm < kMmaWarps ? per_sm : kMmaWarps);
+  const std::size_t smem = mma_smem<BITS>(p.tile_values, count, kMmaWarps);
+  const std::int64_t blocks_needed = (tasks + p.task_warps - 1) / p.task_warps;
   const std::int64_t resident = std::int64_t(mma_blocks_per_sm<BITS, BF16, NT>(smem)) * sm_count();
   const unsigned grid_x = unsigned(blocks_needed < resident ? blocks_needed : resident);
   // Each launch sees the vectors from its first pass on as its own vectors 0..
@@ -421,7 +428,7 @@ void launch_qmv_mma(const QuantizedMatrixView& w, const void* x, std::int64_t m,
                                 " group parameters: qmv_mma indexes them with 32 bits");
   const bool bf16 = w.dtype == DType::bf16;
   auto run = [&]<int BITS>() {
-    MmaParams p{w.packed.data(), w.scales.data(), w.biases.data(), x, y, w.n, w.k, m, w.group, 0, w.dtype};
+    MmaParams p{w.packed.data(), w.scales.data(), w.biases.data(), x, y, w.n, w.k, m, w.group, 0, w.dtype, kMmaWarps};
     // Passes of 16 vectors; a last pass of at most 8 needs only one n-tile.
     const std::int64_t full = m / kPassVectors;
     const int rest = int(m - full * kPassVectors);
@@ -443,7 +450,7 @@ cuda::KernelResources qmv_mma_resources(int bits, int vectors) {
   auto get = [&]<int BITS, int NT>() {
     EXACTQ_CUDA_CHECK(cudaFuncGetAttributes(&a, qmv_mma_kernel<BITS, true, NT>));
     const int count = NT * 8;
-    blocks = mma_blocks_per_sm<BITS, true, NT>(mma_smem<BITS>(mma_tile<BITS>(4096, count), count));
+    blocks = mma_blocks_per_sm<BITS, true, NT>(mma_smem<BITS>(mma_tile<BITS>(4096, count), count, kMmaWarps));
   };
   const bool wide = vectors > 8;
   if (bits == 8) wide ? get.template operator()<8, 2>() : get.template operator()<8, 1>();

@@ -38,7 +38,11 @@ inline constexpr int kMmaRows = 16;          // rows per warp task: the mma's M
 // Bytes of one row in one ring stage: a whole 128-byte line per row (64 B per row and stage
 // measured 1.0 TB/s on 28672x8192: half-line reads from 16 rows scattered the DRAM accesses).
 inline constexpr int kStageRowBytes = 128;
-inline constexpr int kMmaStages = 3;
+// Ring depth (a -D knob for tuning: more stages, more bytes in flight per warp, more shared memory).
+#ifndef EXACTQ_MMA_STAGES
+#define EXACTQ_MMA_STAGES 3
+#endif
+inline constexpr int kMmaStages = EXACTQ_MMA_STAGES;
 inline constexpr int kPassVectors = 16;      // vectors per pass: two n-tiles of 8
 
 // Experiment (-D): feed 4-bit codes to the mma as magic + q (128 in bf16, 1024 in f16) instead of

@@ -8,8 +8,11 @@ namespace {
 // Rows per warp at M = 1: 4 where the registers allow it without spills (bits <= 4, at two
 // blocks of 8 warps per SM: each activation piece and each loop step serve 4 rows), else 2 (at
 // three blocks). Measured on the H100: 4 rows 50.4 us, 2 rows 52.0 us on 28672x8192 4-bit.
+#ifndef EXACTQ_QMV_FOUR_ROWS_MAX_BITS  // a -D knob for tuning: 0 gives 2 rows (3 blocks) everywhere
+#define EXACTQ_QMV_FOUR_ROWS_MAX_BITS 4
+#endif
 template <int BITS>
-inline constexpr int kQmvRows = BITS <= 4 ? 4 : 2;
+inline constexpr int kQmvRows = BITS <= EXACTQ_QMV_FOUR_ROWS_MAX_BITS ? 4 : 2;
 }  // namespace
 
 void launch_qmv(const QuantizedMatrixView& w, const void* x, std::int64_t vector_offset, std::int64_t m, void* y,

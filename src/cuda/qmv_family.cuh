@@ -132,8 +132,11 @@ __device__ __forceinline__ void chunk_step(const std::uint32_t (&w)[ROWS][BITS],
 
 // Blocks per SM the register budget is sized for: 2 for the 4-row kernels (no spills at 128
 // registers), 3 for qmv's 2-row kernels (80 registers), 1 from V = 6 on.
+#ifndef EXACTQ_QMV_TWO_ROW_BLOCKS  // a -D knob for tuning
+#define EXACTQ_QMV_TWO_ROW_BLOCKS 3
+#endif
 template <int V, int ROWS>
-inline constexpr int kFamilyMinBlocks = V >= 6 ? 1 : (V == 1 && ROWS <= 2 ? 3 : 2);
+inline constexpr int kFamilyMinBlocks = V >= 6 ? 1 : (V == 1 && ROWS <= 2 ? EXACTQ_QMV_TWO_ROW_BLOCKS : 2);
 
 template <int BITS, int V, int ROWS, int PARAM>
 __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)

@@ -5,10 +5,11 @@
 namespace exactq::cuda_detail {
 
 namespace {
-// Rows per warp at M = 1: 4 where the registers allow it without spills (bits <= 4, at two
-// blocks of 8 warps per SM: each activation piece and each loop step serve 4 rows), else 2 (at
-// three blocks). Measured on the H100: 4 rows 50.4 us, 2 rows 52.0 us on 28672x8192 4-bit.
-#ifndef EXACTQ_QMV_FOUR_ROWS_MAX_BITS  // a -D knob for tuning: 0 gives 2 rows (3 blocks) everywhere
+// Rows per warp at M = 1: 4 where the registers allow it without spills (bits <= 4: each
+// activation piece and each loop step serve 4 rows), else 2; two blocks of 8 warps per SM either
+// way. Measured on the H200: 4-bit with 2 rows at 3 blocks is faster on the 8-18 MB shapes
+// (gemma.down 16.8 vs 17.8 us) and slower on the large ones (28672x8192 45.5 vs 43.4 us).
+#ifndef EXACTQ_QMV_FOUR_ROWS_MAX_BITS  // a -D knob for tuning: 0 gives 2 rows everywhere
 #define EXACTQ_QMV_FOUR_ROWS_MAX_BITS 4
 #endif
 template <int BITS>

@@ -130,10 +130,11 @@ __device__ __forceinline__ void chunk_step(const std::uint32_t (&w)[ROWS][BITS],
   }
 }
 
-// Blocks per SM the register budget is sized for: 2 for the 4-row kernels (no spills at 128
-// registers), 3 for qmv's 2-row kernels (80 registers), 1 from V = 6 on.
-#ifndef EXACTQ_QMV_TWO_ROW_BLOCKS  // a -D knob for tuning
-#define EXACTQ_QMV_TWO_ROW_BLOCKS 3
+// Blocks per SM the register budget is sized for: 2 (128 registers) up to V = 5, 1 from V = 6 on.
+// qmv's 2-row kernels (5, 6, 8 bits) at 2 blocks per SM: at 3 (80 registers) they spilled 20-92
+// bytes, and 8-bit 28672x8192 took 79.8 us instead of 62.0 us. A -D knob for tuning.
+#ifndef EXACTQ_QMV_TWO_ROW_BLOCKS
+#define EXACTQ_QMV_TWO_ROW_BLOCKS 2
 #endif
 template <int V, int ROWS>
 inline constexpr int kFamilyMinBlocks = V >= 6 ? 1 : (V == 1 && ROWS <= 2 ? EXACTQ_QMV_TWO_ROW_BLOCKS : 2);

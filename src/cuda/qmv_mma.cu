@@ -88,10 +88,10 @@ inline constexpr int kChunksPerStage = kStageRowBytes / (4 * BITS);  // 4 at 4 b
 inline std::size_t mma_x_bytes(int tile_values, int count) { return std::size_t(tile_values) / 32 * count * 64; }
 inline std::size_t mma_sum_bytes(int tile_values, int count) { return std::size_t(tile_values) / 32 * count * 4; }
 template <int BITS>
-std::size_t mma_ring_bytes(int warps) { return std::size_t(warps) * (kMmaStages * kStageBytes<BITS> + kParamBufferBytes); }
+std::size_t mma_ring_bytes() { return std::size_t(kMmaWarps) * (kMmaStages * kStageBytes<BITS> + kParamBufferBytes); }
 template <int BITS>
-std::size_t mma_smem(int tile_values, int count, int warps) {
-  return mma_x_bytes(tile_values, count) + mma_sum_bytes(tile_values, count) + mma_ring_bytes<BITS>(warps);
+std::size_t mma_smem(int tile_values, int count) {
+  return mma_x_bytes(tile_values, count) + mma_sum_bytes(tile_values, count) + mma_ring_bytes<BITS>();
 }
 
 // Two codes' bf16/f16 patterns from 16-bit halves that hold (magic | code): the magic is the
@@ -382,7 +382,7 @@ int mma_blocks_per_sm(std::size_t smem) {
 // ~100 KB (two blocks per SM), a multiple of 256 so tiles never split a group or a ring stage.
 template <int BITS>
 int mma_tile(std::int64_t k, int count) {
-  const double left = 100.0 * 1024 - double(mma_ring_bytes<BITS>(kMmaWarps));
+  const double left = 100.0 * 1024 - double(mma_ring_bytes<BITS>());
   int tile = int(left / (count * (2.0 + 4.0 / 32)) / 256) * 256;
   tile = tile < 256 ? 256 : tile;
   return int(k < tile ? k : tile);
@@ -397,7 +397,7 @@ void launch_pass(const MmaParams& base, std::int64_t first_pass, std::int64_t pa
   const std::int64_t tasks = (p.n + kMmaRows - 1) / kMmaRows;
   const std::int64_t per_sm = (tasks + sm_count() - 1) / sm_count();
   p.task_warps = int(per_sm < kMmaWarps ? per_sm : kMmaWarps);
-  const std::size_t smem = mma_smem<BITS>(p.tile_values, count, kMmaWarps);
+  const std::size_t smem = mma_smem<BITS>(p.tile_values, count);
   const std::int64_t blocks_needed = (tasks + p.task_warps - 1) / p.task_warps;
   const std::int64_t resident = std::int64_t(mma_blocks_per_sm<BITS, BF16, NT>(smem)) * sm_count();
   const unsigned grid_x = unsigned(blocks_needed < resident ? blocks_needed : resident);
@@ -454,7 +454,7 @@ cuda::KernelResources qmv_mma_resources(int bits, int vectors) {
   auto get = [&]<int BITS, int NT>() {
     EXACTQ_CUDA_CHECK(cudaFuncGetAttributes(&a, qmv_mma_kernel<BITS, true, NT>));
     const int count = NT * 8;
-    blocks = mma_blocks_per_sm<BITS, true, NT>(mma_smem<BITS>(mma_tile<BITS>(4096, count), count, kMmaWarps));
+    blocks = mma_blocks_per_sm<BITS, true, NT>(mma_smem<BITS>(mma_tile<BITS>(4096, count), count));
   };
   const bool wide = vectors > 8;
   if (bits == 8) wide ? get.template operator()<8, 2>() : get.template operator()<8, 1>();

@@ -162,11 +162,6 @@ __device__ __forceinline__ void stage_activations(float* xs, int stride, const v
   }
 }
 
-__device__ __forceinline__ float group_param(const void* p, std::int64_t i, DType dtype) {
-  if (dtype == DType::f32) return static_cast<const float*>(p)[i];
-  return widen_half(static_cast<const unsigned short*>(p)[i], dtype);
-}
-
 // Group parameters with the dtype known at compile time where speed needs it (PARAM = the
 // DType's value), or read at run time (PARAM = kRuntimeDtype), for kernels that amortise it.
 inline constexpr int kRuntimeDtype = -1;
@@ -174,8 +169,7 @@ template <int PARAM>
 __device__ __forceinline__ float load_param(const void* base, std::int64_t i, DType dtype) {
   const DType t = PARAM == kRuntimeDtype ? dtype : DType(PARAM);
   if (t == DType::f32) return static_cast<const float*>(base)[i];
-  const unsigned raw = static_cast<const unsigned short*>(base)[i];
-  return t == DType::bf16 ? __uint_as_float(raw << 16) : __half2float(__ushort_as_half((unsigned short)raw));
+  return widen_half(static_cast<const unsigned short*>(base)[i], t);
 }
 
 EXACTQ_HD int ceil_div(std::int64_t a, std::int64_t b) { return int((a + b - 1) / b); }

@@ -49,8 +49,8 @@ __global__ void __launch_bounds__(kThreads) qmv_wide_kernel(const QmvParams p) {
       const int count = int(groups - group0 < tile_groups ? groups - group0 : tile_groups);
       for (int g = k_lane; g < count; g += order::kWideLanes) {
         const std::int64_t gg = group0 + g;
-        const float s = group_param(p.scales, row * groups + gg, p.dtype);
-        const float b = group_param(p.biases, row * groups + gg, p.dtype);
+        const float s = load_param<kRuntimeDtype>(p.scales, row * groups + gg, p.dtype);
+        const float b = load_param<kRuntimeDtype>(p.biases, row * groups + gg, p.dtype);
         for (int ch = 0; ch < chunks_per_group; ++ch) {
           std::uint32_t words[BITS];
           load_chunk<BITS>(wrow + (gg * chunks_per_group + ch) * (4 * BITS), words);

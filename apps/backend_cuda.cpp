@@ -66,6 +66,9 @@ class CudaBackend final : public Backend {
   }
 
   double read_ceiling_bytes_per_s() override { return cuda::read_bandwidth(std::size_t(2) << 30, 20); }
+  double read_time_us(std::int64_t bytes, int repeats) override {
+    return cuda::time_read_us(std::size_t(bytes), repeats, options_.overlap_launch);
+  }
 
  private:
   QmvOptions options_;

@@ -21,6 +21,7 @@ struct BenchConfig {
   DType dtype = DType::bf16;
   int repeats = 0;  // 0: the backend's default
   bool progress = true;
+  QmvOptions options;  // as given to the backend, recorded in the results
 };
 
 // Runs the sweep; prints the table; returns the results (the same numbers) as JSON.

@@ -33,6 +33,9 @@ class Backend {
   virtual double time_us(Kernel kernel, std::int64_t m, int repeats) = 0;
   // Bytes per second of a plain streaming read measured now, on this backend: the ceiling.
   virtual double read_ceiling_bytes_per_s() = 0;
+  // Median time of that streaming read over exactly `bytes`, timed like time_us (0 where the
+  // backend does not measure it).
+  virtual double read_time_us(std::int64_t /*bytes*/, int /*repeats*/) { return 0.0; }
   virtual std::string device_description() const = 0;
   // Registers, spilled bytes and occupancy of each kernel instantiation at these bits (empty
   // where the backend has no such notion): why a streamed width stops paying.

@@ -3,8 +3,12 @@
 # on the kernels' tests, and the benchmark of every kernel on every preset, logs under $OUT.
 set -uo pipefail
 bin=.out/bin
-out=${OUT:-/tmp/exactq-out}
-mkdir -p "$out"
+# Logs go to a scratch folder, then into one archive under $OUT (the device tool returns at most
+# eight files).
+final=${OUT:-/tmp/exactq-out}
+out=$(mktemp -d)
+trap 'tar czf "$final/gpu_final.tgz" -C "$out" . ; cp "$out/bench.md" "$final/" 2>/dev/null' EXIT
+mkdir -p "$final"
 export PATH=/usr/local/cuda/bin:$PATH
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 "$bin/exactq_cuda_tests" >"$out/cuda_tests.log" 2>&1
@@ -17,14 +21,27 @@ for spec in "4 64 bf16 4096 3840" "8 128 f16 1031 4096" "4 32 f16 517 8192" "8 6
     --bits "$b" --group "$g" --dtype "$d" --m-max 64 --seeds 1 --json "$out/parity_${b}b_g${g}_${d}.json" >>"$out/parity.log" 2>&1
   echo "parity exit $?: $(tail -1 "$out/parity.log" | cut -c1-150)"
 done
+# The same bytes with launches overlapped and L2 prefetch on (numerically irrelevant options).
+"$bin/exactq" parity --backend cuda --against cpu --kernels qmv,qmv_streamed,qmv_wide --n 1031 --k 8192 --bits 4 \
+  --group 64 --dtype bf16 --m-max 24 --seeds 1 --overlap-launch --l2-prefetch 4096 >>"$out/parity.log" 2>&1
+echo "parity (overlap, prefetch) exit $?: $(tail -1 "$out/parity.log" | cut -c1-150)"
 for tool in memcheck racecheck; do
-  compute-sanitizer --tool "$tool" --error-exitcode 9 "$bin/exactq_cuda_tests" \
-    --gtest_filter='CudaQmv.EqualsCpuMirrorForEveryFormat:CudaQmv.RejectsBadArguments:CudaQmvMma.AccuracyAgainstFloat64AndCpuReference:CudaQmvMma.RejectsWhatItDoesNotServe' \
+  filter='CudaQmv.EqualsCpuMirrorForEveryFormat:CudaQmv.RejectsBadArguments:CudaQmvMma.AccuracyAgainstFloat64AndCpuReference:CudaQmvMma.RejectsWhatItDoesNotServe'
+  [[ $tool == memcheck ]] && filter+=':CudaQmv.OverlappedChainedLaunchesEqualCpuMirror'
+  compute-sanitizer --tool "$tool" --error-exitcode 9 "$bin/exactq_cuda_tests" --gtest_filter="$filter" \
     >"$out/sanitizer_$tool.log" 2>&1
   echo "$tool: exit $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer_$tool.log" | tail -1)"
 done
+[[ ${SKIP_BENCH:-0} == 1 ]] && exit 0
 "$bin/exactq" bench --backend cuda --shapes gemma12b,llama3-8b,qwen27b,big --m 1,2,3,4,8,16 \
   --kernels qmv,qmv_streamed,qmv_wide,qmv_mma --bits 4 --group 64 --dtype bf16 --repeats 20 \
   --json "$out/bench.json" --markdown "$out/bench.md" --plot "$out/bench.svg" >"$out/bench.log" 2>&1
 echo "bench exit $?"
 grep -E "ceiling|V=|qmv +1 |qmv_mma +(1|16) " "$out/bench.log" | grep -E "ceiling|V=|head|big|gate_up|down" | head -60
+# qmv at M = 1 for the other bit widths (qmv_mma serves 4 and 8).
+for b in 2 3 5 6 8; do
+  "$bin/exactq" bench --backend cuda --shapes gemma12b,llama3-8b,qwen27b,big --m 1 --kernels qmv \
+    --bits "$b" --group 64 --dtype bf16 --repeats 20 --json "$out/bench_qmv_${b}bit.json" --markdown "$out/bench_qmv_${b}bit.md" \
+    >"$out/bench_qmv_${b}bit.log" 2>&1
+  echo "qmv ${b}-bit exit $?: $(grep -E "big|gemma12b.head|down" "$out/bench_qmv_${b}bit.log" | tr -s ' ' | tr '\n' ';' | cut -c1-400)"
+done

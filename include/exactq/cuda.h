@@ -76,4 +76,10 @@ double time_qmv_us(Kernel kernel, std::span<const QuantizedMatrixView> weights, 
 // in flight): the same-run ceiling the benchmarks are measured against.
 double read_bandwidth(std::size_t bytes, int repeats);
 
+// Median microseconds of that streaming read over exactly `bytes`, timed as time_qmv_us times a
+// kernel (graph replay, rotating copies out of L2, optionally as programmatic dependent
+// launches): what a kernel that only had to read a matrix of this size could reach, start-up
+// and tail included.
+double time_read_us(std::size_t bytes, int repeats, bool overlap_launch);
+
 }  // namespace exactq::cuda

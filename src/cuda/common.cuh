@@ -111,6 +111,42 @@ __device__ __forceinline__ void load_chunk(const std::uint8_t* p, std::uint32_t 
   }
 }
 
+// ---- overlap with the neighbours on the stream (sm_90) -----------------------------------------
+// Programmatic dependent launch: a kernel launched with the attribute may start while the kernel
+// before it on the stream is still running. Until wait_for_previous_grid() returns it may read
+// only what that kernel cannot write (the weights, which the API declares immutable while in
+// use); x and y come after. Without the attribute both are no-ops.
+__device__ __forceinline__ void wait_for_previous_grid() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+__device__ __forceinline__ void let_next_grid_start() { asm volatile("griddepcontrol.launch_dependents;\n"); }
+
+// Launches KERNEL(args...) with kThreads threads, optionally as a programmatic dependent launch
+// (QmvOptions::overlap_launch): it may then start while the previous kernel on the stream runs.
+template <typename... Params, typename... Args>
+void launch_overlapping(void (*kernel)(Params...), dim3 grid, std::size_t smem, bool overlap, cudaStream_t stream,
+                        Args&&... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &attribute;
+  config.numAttrs = overlap ? 1 : 0;
+  EXACTQ_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+}
+
+// Asks L2 to fetch `bytes` (a multiple of 16) starting at a 16-byte aligned global address: one
+// instruction, no registers, nothing to wait for. Keeps HBM busy ahead of the loads that need
+// the data, without the register cost of holding it.
+__device__ __forceinline__ void prefetch_l2(const void* global, unsigned bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(global), "r"(bytes));
+}
+__device__ __forceinline__ const void* align_down_16(const void* p) {
+  return reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(p) & ~std::uintptr_t(15));
+}
+
 // ---- asynchronous copies into a shared-memory ring (qmv_mma) -------------------------------------
 // Bytes in flight decide the bandwidth of a streaming kernel (Little's law: ~4.6 TB/s times about
 // a microsecond of loaded HBM latency is several MB, tens of KB per SM). Held in registers they

@@ -27,12 +27,12 @@ int family_blocks_per_sm(std::size_t smem) {
 // Launches `tiles` tiles of V vectors starting at vector_offset.
 template <int BITS, int V, int ROWS, int PARAM>
 void launch_family(const QuantizedMatrixView& w, const void* x, std::int64_t vector_offset, std::int64_t tiles,
-                   void* y, cudaStream_t stream) {
+                   void* y, const QmvOptions& options, cudaStream_t stream) {
   if (w.n * (w.k / w.group) >= (std::int64_t(1) << 31))
     throw std::invalid_argument("[exactq] N * K / group = " + std::to_string(w.n * (w.k / w.group)) +
                                 " group parameters: the CUDA qmv family indexes them with 32 bits (at most 2^31 - 1)");
   QmvParams p{w.packed.data(), w.scales.data(), w.biases.data(), x, y, w.n, w.k, 0, w.group, family_tile(w.k, V),
-              w.dtype};
+              options.l2_prefetch_bytes, w.dtype};
   const std::size_t smem = family_shared_bytes(V, p.tile_values);
   const std::int64_t tasks = (w.n + ROWS - 1) / ROWS;
   const std::int64_t blocks_needed = (tasks + kWarps - 1) / kWarps;
@@ -42,8 +42,8 @@ void launch_family(const QuantizedMatrixView& w, const void* x, std::int64_t vec
   for (std::int64_t t0 = 0; t0 < tiles; t0 += kMaxGridY) {
     const std::int64_t count = tiles - t0 < kMaxGridY ? tiles - t0 : kMaxGridY;
     p.vector_offset = vector_offset + t0 * V;
-    qmv_family_kernel<BITS, V, ROWS, PARAM><<<dim3(grid_x, unsigned(count)), kThreads, smem, stream>>>(p);
-    EXACTQ_CUDA_CHECK(cudaGetLastError());
+    launch_overlapping(qmv_family_kernel<BITS, V, ROWS, PARAM>, dim3(grid_x, unsigned(count)), smem,
+                       options.overlap_launch, stream, p);
   }
 }
 

@@ -11,12 +11,13 @@ namespace exactq::cuda_detail {
 
 struct QmvParams;
 
+
 // qmv: one grid row per vector, V = 1 (qmv.cu). vector_offset/m select the vectors launched.
 void launch_qmv(const QuantizedMatrixView& w, const void* x, std::int64_t vector_offset, std::int64_t m, void* y,
-                cudaStream_t stream);
+                const QmvOptions& options, cudaStream_t stream);
 // qmv_streamed: tiles of up to max_vectors vectors, each tile one pass over the weights (qmv_streamed.cu).
-void launch_qmv_streamed(const QuantizedMatrixView& w, const void* x, std::int64_t m, void* y, int max_vectors,
-                         cudaStream_t stream);
+void launch_qmv_streamed(const QuantizedMatrixView& w, const void* x, std::int64_t m, void* y,
+                         const QmvOptions& options, cudaStream_t stream);
 // qmv_wide: MLX's tiles of at most 5 vectors (qmv_wide.cu).
 void launch_qmv_wide(const QuantizedMatrixView& w, const void* x, std::int64_t m, void* y, cudaStream_t stream);
 

@@ -17,9 +17,9 @@ inline constexpr int kQmvRows = BITS <= EXACTQ_QMV_FOUR_ROWS_MAX_BITS ? 4 : 2;
 }  // namespace
 
 void launch_qmv(const QuantizedMatrixView& w, const void* x, std::int64_t vector_offset, std::int64_t m, void* y,
-                cudaStream_t stream) {
+                const QmvOptions& options, cudaStream_t stream) {
   dispatch_bits(w.bits, [&]<int BITS>() {
-    dispatch_dtype(w.dtype, [&]<int PARAM>() { launch_family<BITS, 1, kQmvRows<BITS>, PARAM>(w, x, vector_offset, m, y, stream); });
+    dispatch_dtype(w.dtype, [&]<int PARAM>() { launch_family<BITS, 1, kQmvRows<BITS>, PARAM>(w, x, vector_offset, m, y, options, stream); });
   });
 }
 

@@ -15,21 +15,21 @@ void dispatch_vectors(int v, F&& f) {
 }
 }  // namespace
 
-void launch_qmv_streamed(const QuantizedMatrixView& w, const void* x, std::int64_t m, void* y, int max_vectors,
-                         cudaStream_t stream) {
-  const int vmax = max_vectors < kMaxStreamed ? max_vectors : kMaxStreamed;
+void launch_qmv_streamed(const QuantizedMatrixView& w, const void* x, std::int64_t m, void* y,
+                         const QmvOptions& options, cudaStream_t stream) {
+  const int vmax = options.streamed_max_vectors < kMaxStreamed ? options.streamed_max_vectors : kMaxStreamed;
   const std::int64_t passes = (m + vmax - 1) / vmax;
   const int width = int((m + passes - 1) / passes);
   const std::int64_t full = m / width;
   const int rest = int(m - full * width);
   auto launch = [&](int v, std::int64_t offset, std::int64_t tiles) {
-    if (v == 1) return launch_qmv(w, x, offset, tiles, y, stream);
+    if (v == 1) return launch_qmv(w, x, offset, tiles, y, options, stream);
     dispatch_vectors(v, [&]<int V>() {
       dispatch_bits(w.bits, [&]<int BITS>() {
         if constexpr (V <= kTemplatedDtypeMaxV) {
-          dispatch_dtype(w.dtype, [&]<int PARAM>() { launch_family<BITS, V, kFamilyRows, PARAM>(w, x, offset, tiles, y, stream); });
+          dispatch_dtype(w.dtype, [&]<int PARAM>() { launch_family<BITS, V, kFamilyRows, PARAM>(w, x, offset, tiles, y, options, stream); });
         } else {
-          launch_family<BITS, V, kFamilyRows, kRuntimeDtype>(w, x, offset, tiles, y, stream);
+          launch_family<BITS, V, kFamilyRows, kRuntimeDtype>(w, x, offset, tiles, y, options, stream);
         }
       });
     });

@@ -2,6 +2,9 @@
 // flight per thread, folded with integer xor so no floating-point rate limits it. What this
 // kernel reaches is what a memory-bound mat-vec can hope for on this device now.
 #include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "cuda/common.cuh"
@@ -13,6 +16,7 @@ namespace {
 
 __global__ void __launch_bounds__(512) read_kernel(const uint4* __restrict__ data, std::size_t count,
                                                    unsigned* __restrict__ sink) {
+  let_next_grid_start();  // writes nothing a next launch reads (the sink practically never)
   constexpr int kUnroll = 4;
   const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
   std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -64,6 +68,70 @@ double read_bandwidth(std::size_t bytes, int repeats) {
   cudaEventDestroy(stop);
   std::nth_element(seconds.begin(), seconds.begin() + seconds.size() / 2, seconds.end());
   return double(bytes) / seconds[seconds.size() / 2];
+}
+
+double time_read_us(std::size_t bytes, int repeats, bool overlap_launch) {
+  using namespace cuda_detail;
+  if (bytes < 16) throw std::invalid_argument("[exactq] time_read_us: " + std::to_string(bytes) + " bytes (at least 16)");
+  if (repeats < 1) throw std::invalid_argument("[exactq] time_read_us: repeats = " + std::to_string(repeats));
+  bytes = bytes / 16 * 16;
+  // As for the kernels (time_qmv_us): copies whose sum is 4x the L2, launches rotating over them.
+  const int copies = int(std::clamp(std::ceil(240e6 / double(bytes)), 2.0, 64.0));
+  std::vector<DeviceBuffer> buffers;
+  for (int i = 0; i < copies; ++i) {
+    buffers.emplace_back(bytes);
+    buffers.back().fill(std::uint8_t(0x5a + i));
+  }
+  DeviceBuffer sink(sizeof(unsigned));
+  auto* out = reinterpret_cast<unsigned*>(sink.bytes().data());
+  int blocks_per_sm = 0;
+  EXACTQ_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, read_kernel, 512, 0));
+  const unsigned grid = unsigned(blocks_per_sm * sm_count());
+  cudaStream_t stream;
+  EXACTQ_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const int launches = std::max(copies, 8);
+  auto launch_all = [&] {
+    for (int i = 0; i < launches; ++i) {
+      cudaLaunchConfig_t config{};
+      config.gridDim = dim3(grid);
+      config.blockDim = dim3(512);
+      config.stream = stream;
+      cudaLaunchAttribute attribute{};
+      attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attribute.val.programmaticStreamSerializationAllowed = 1;
+      config.attrs = &attribute;
+      config.numAttrs = overlap_launch ? 1 : 0;
+      const auto* data = reinterpret_cast<const uint4*>(buffers[std::size_t(i % copies)].bytes().data());
+      EXACTQ_CUDA_CHECK(cudaLaunchKernelEx(&config, read_kernel, data, bytes / 16, out));
+    }
+  };
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  EXACTQ_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
+  launch_all();
+  EXACTQ_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  EXACTQ_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t start, stop;
+  EXACTQ_CUDA_CHECK(cudaEventCreate(&start));
+  EXACTQ_CUDA_CHECK(cudaEventCreate(&stop));
+  for (int i = 0; i < 3; ++i) EXACTQ_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  std::vector<double> samples;
+  for (int i = 0; i < repeats; ++i) {
+    EXACTQ_CUDA_CHECK(cudaEventRecord(start, stream));
+    EXACTQ_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    EXACTQ_CUDA_CHECK(cudaEventRecord(stop, stream));
+    EXACTQ_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    EXACTQ_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    samples.push_back(double(ms) * 1000.0 / launches);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+  std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
+  return samples[samples.size() / 2];
 }
 
 }  // namespace exactq::cuda

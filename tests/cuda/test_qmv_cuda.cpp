@@ -1,5 +1,6 @@
 // The CUDA kernels against the CPU mirror, byte for byte, and their width invariance on the GPU.
 // Without a usable GPU every test skips with a message (CI compiles them; the H200 runs them).
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -211,6 +212,51 @@ TEST(CudaQmv, ExtremeActivationRangesEqualCpuMirror) {
     }
 }
 
+// Chains y1 = W x, y2 = W y1, ... on one stream as programmatic dependent launches with L2
+// prefetch: each launch may start while the one before it still runs, and must not read its x
+// (the previous output, poisoned beforehand) until that launch has finished. Every link's bytes
+// equal the CPU mirror's chain. Square matrices, rows at every alignment, K over several tiles.
+TEST(CudaQmv, OverlappedChainedLaunchesEqualCpuMirror) {
+  REQUIRE_GPU();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  struct Case {
+    int bits;
+    std::int64_t nk;
+  };
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  for (Case c : {Case{2, 1216}, Case{3, 1216}, Case{4, 4096}, Case{5, 1216}, Case{6, 1216}, Case{8, 4096},
+                 Case{4, 17408}})
+    for (Kernel kernel : {Kernel::qmv, Kernel::qmv_streamed}) {
+      SCOPED_TRACE(std::string(to_string(kernel)) + " bits " + std::to_string(c.bits) + " N = K = " +
+                   std::to_string(c.nk));
+      constexpr std::int64_t m = 3;
+      constexpr int links = 4;
+      const Problem p = make_problem(c.nk, c.nk, c.bits, 64, DType::bf16, m, seed + std::uint64_t(c.bits * 7 + c.nk));
+      std::vector<cuda::DeviceBuffer> acts;
+      for (int i = 0; i <= links; ++i) {
+        acts.emplace_back(p.x.size());
+        acts.back().fill(0xA5);
+      }
+      acts[0].upload(p.x);
+      for (int i = 0; i < links; ++i) {
+        QmvOptions o;
+        o.overlap_launch = true;
+        o.l2_prefetch_bytes = (i % 3) * 2048 + (i == 1 ? 16 : 0);  // 0, 2064, 4096, 0
+        cuda::qmv(kernel, p.device.view, acts[std::size_t(i)].bytes(), m, acts[std::size_t(i) + 1].bytes(), o, stream);
+      }
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      std::vector<std::byte> want = p.x, got(p.x.size());
+      for (int i = 1; i <= links; ++i) {
+        want = run_cpu(kernel, p, want, m);
+        acts[std::size_t(i)].download(got);
+        EXPECT_EQ(differing(got, want), 0) << "link " << i;
+      }
+    }
+  cudaStreamDestroy(stream);
+}
+
 TEST(CudaQmv, RejectsBadArguments) {
   REQUIRE_GPU();
   const Problem p = make_problem(8, 256, 4, 64, DType::bf16, 2, 1);
@@ -221,6 +267,11 @@ TEST(CudaQmv, RejectsBadArguments) {
   QmvOptions o;
   o.streamed_max_vectors = 0;
   EXPECT_THROW(cuda::qmv(Kernel::qmv_streamed, p.device.view, dx.bytes(), 2, dy.bytes(), o), std::invalid_argument);
+  for (int prefetch : {-16, 8, (1 << 20) + 16}) {
+    QmvOptions bad;
+    bad.l2_prefetch_bytes = prefetch;
+    EXPECT_THROW(cuda::qmv(Kernel::qmv, p.device.view, dx.bytes(), 2, dy.bytes(), bad), std::invalid_argument) << prefetch;
+  }
   // Misaligned device pointers are refused before any launch (they would fault on the device).
   cuda::DeviceBuffer shifted(p.x.size() + 16);
   const auto misaligned_x = std::span<const std::byte>(shifted.bytes()).subspan(2, p.x.size());

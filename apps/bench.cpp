@@ -34,8 +34,7 @@ nlohmann::json run_bench(const BenchConfig& c, Backend& backend) {
                    {"dtype", std::string(to_string(c.dtype))},
                    {"repeats", repeats},
                    {"streamed_max_vectors", c.options.streamed_max_vectors},
-                   {"overlap_launch", c.options.overlap_launch},
-                   {"l2_prefetch_bytes", c.options.l2_prefetch_bytes}};
+                   {"overlap_launch", c.options.overlap_launch}};
   out["read_ceiling_gb_s"] = ceiling / 1e9;
   out["kernel_resources"] = backend.kernel_resources(c.bits);
   for (const auto& r : out["kernel_resources"])
@@ -203,7 +202,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   struct Args {
     std::string backend = "auto", shapes = "gemma12b", ms = "1-16", kernels = "qmv,qmv_streamed,qmv_wide", dtype = "bf16";
     std::string json, markdown, plot;
-    int bits = 4, group = 64, repeats = 0, vmax = 8, threads = 0, l2_prefetch = 0;
+    int bits = 4, group = 64, repeats = 0, vmax = 8, threads = 0;
     bool overlap_launch = false;
   };
   auto a = std::make_shared<Args>();
@@ -219,8 +218,6 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--threads", a->threads, "CPU threads (0 = all)")->capture_default_str();
   cmd->add_flag("--overlap-launch", a->overlap_launch,
                 "CUDA qmv/qmv_streamed: programmatic dependent launches (weights read before the previous kernel ends)");
-  cmd->add_option("--l2-prefetch", a->l2_prefetch, "CUDA qmv: bytes per row to prefetch into L2 ahead of the loads (0 = off)")
-      ->capture_default_str();
   cmd->add_option("--json", a->json, "write the results as JSON");
   cmd->add_option("--markdown", a->markdown, "write the results as a markdown table");
   cmd->add_option("--plot", a->plot, "write GB/s versus M per kernel as SVG");
@@ -240,7 +237,6 @@ void add_bench_command(CLI::App& app, int& exit_code) {
     options.streamed_max_vectors = a->vmax;
     options.threads = a->threads;
     options.overlap_launch = a->overlap_launch;
-    options.l2_prefetch_bytes = a->l2_prefetch;
     c.options = options;
     auto backend = make_backend(a->backend, options);
     fmt::print("exactq bench on {}\n", backend->device_description());

@@ -231,7 +231,7 @@ void add_parity_command(CLI::App& app, int& exit_code) {
   struct Args {
     std::string backend = "cpu", against, kernels = "qmv,qmv_streamed,qmv_wide", dtype = "bf16", seeds = "1,2,3", json;
     std::int64_t n = 512, k = 3840, m_max = 8;
-    int bits = 4, group = 64, vmax = 8, threads = 0, l2_prefetch = 0;
+    int bits = 4, group = 64, vmax = 8, threads = 0;
     bool overlap_launch = false;
   };
   auto args = std::make_shared<Args>();
@@ -249,8 +249,6 @@ void add_parity_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--threads", args->threads, "CPU threads (0 = all)")->capture_default_str();
   cmd->add_flag("--overlap-launch", args->overlap_launch,
                 "CUDA qmv/qmv_streamed: programmatic dependent launches (weights read before the previous kernel ends)");
-  cmd->add_option("--l2-prefetch", args->l2_prefetch, "CUDA qmv: bytes per row to prefetch into L2 ahead of the loads (0 = off)")
-      ->capture_default_str();
   cmd->add_option("--json", args->json, "write the full results as JSON to this file");
   cmd->callback([args, &exit_code] {
     ParityConfig c;
@@ -271,7 +269,6 @@ void add_parity_command(CLI::App& app, int& exit_code) {
     c.options.streamed_max_vectors = args->vmax;
     c.options.threads = args->threads;
     c.options.overlap_launch = args->overlap_launch;
-    c.options.l2_prefetch_bytes = args->l2_prefetch;
     if (args->vmax < 1) throw std::invalid_argument(fmt::format("--vmax {} must be at least 1", args->vmax));
     if (args->threads < 0) throw std::invalid_argument(fmt::format("--threads {} must be >= 0", args->threads));
     if (!c.against.empty() && c.against != "cpu")

@@ -2,11 +2,15 @@
 # One GPU call for tuning: the CUDA tests on the default build, then qmv at M = 1 (and the
 # family at a few M) for the default binary and every variant in .out/bin/exactq-* (built by
 # scripts/build_variant.sh), all in the same run so their numbers compare.
-# Usage: scripts/gpu_compare.sh [tests|notests]
+# Usage: scripts/gpu_compare.sh [tests|notests]. COMPARE_FLAG_SETS: '|'-separated bench flags to
+# run each binary with (default: none, then --overlap-launch). Logs archived as $OUT/compare.tgz.
 set -uo pipefail
 bin=.out/bin
-out=${OUT:-/tmp/exactq-out}
-mkdir -p "$out"
+final=${OUT:-/tmp/exactq-out}
+out=$(mktemp -d)
+mkdir -p "$final"
+trap 'tar czf "$final/compare.tgz" -C "$out" .' EXIT
+IFS='|' read -r -a flag_sets <<<"${COMPARE_FLAG_SETS:-|--overlap-launch}"
 shapes=${COMPARE_SHAPES:-gemma12b,llama3-8b,qwen27b,big}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
 if [[ ${1:-tests} == tests ]]; then
@@ -16,11 +20,14 @@ if [[ ${1:-tests} == tests ]]; then
 fi
 for exe in "$bin/exactq" "$bin"/exactq-*; do
   [[ -x $exe ]] || continue
-  name=$(basename "$exe")
-  "$exe" bench --backend cuda --shapes "$shapes" --m 1 --kernels qmv --bits 4 --group 64 --dtype bf16 \
-    --repeats 30 --json "$out/m1_$name.json" >"$out/m1_$name.log" 2>&1
-  echo "== $name: $(grep -E 'ceiling' "$out/m1_$name.log")"
-  awk '$4=="qmv" && $5==1 {printf "  %-14s %8s us %6s\n", $1, $6, $8}' "$out/m1_$name.log"
+  for flags in "${flag_sets[@]}"; do
+    name=$(basename "$exe")${flags// /}
+    "$exe" bench --backend cuda --shapes "$shapes" --m 1 --kernels qmv --bits 4 --group 64 --dtype bf16 \
+      --repeats 30 $flags --json "$out/m1_$name.json" >"$out/m1_$name.log" 2>&1
+    echo "== $name: $(grep -E 'ceiling' "$out/m1_$name.log")"
+    awk '$4=="qmv" && $5==1 {printf "%s %s %s; ", $1, $6, $8}' "$out/m1_$name.log"
+    echo
+  done
 done
 if [[ -n ${COMPARE_FAMILY_M:-} ]]; then
   "$bin/exactq" bench --backend cuda --shapes big,gemma12b --m "$COMPARE_FAMILY_M" --kernels qmv,qmv_streamed,qmv_wide \

@@ -45,10 +45,6 @@ struct QmvOptions {
   // kernel's writes are visible (x and y only after): the weights must not be written by the
   // kernel just before it on the stream. Numerically irrelevant.
   bool overlap_launch = false;
-  // CUDA, qmv: how far ahead of its loads each row asks L2 to fetch weights, in bytes (a multiple
-  // of 16, at most 1 MiB; 0 = no prefetch). qmv_streamed ignores it (no registers to spare).
-  // Numerically irrelevant.
-  int l2_prefetch_bytes = 0;
 };
 
 // Throws std::invalid_argument naming the bad value when the matrix, M, or a buffer size is off.

@@ -137,16 +137,6 @@ void launch_overlapping(void (*kernel)(Params...), dim3 grid, std::size_t smem, 
   EXACTQ_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
 }
 
-// Asks L2 to fetch `bytes` (a multiple of 16) starting at a 16-byte aligned global address: one
-// instruction, no registers, nothing to wait for. Keeps HBM busy ahead of the loads that need
-// the data, without the register cost of holding it.
-__device__ __forceinline__ void prefetch_l2(const void* global, unsigned bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(global), "r"(bytes));
-}
-__device__ __forceinline__ const void* align_down_16(const void* p) {
-  return reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(p) & ~std::uintptr_t(15));
-}
-
 // ---- asynchronous copies into a shared-memory ring (qmv_mma) -------------------------------------
 // Bytes in flight decide the bandwidth of a streaming kernel (Little's law: ~4.6 TB/s times about
 // a microsecond of loaded HBM latency is several MB, tens of KB per SM). Held in registers they
@@ -154,6 +144,11 @@ __device__ __forceinline__ const void* align_down_16(const void* p) {
 __device__ __forceinline__ void copy16_async(void* shared, const void* global) {
   const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(shared));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(global));
+}
+// 4 bytes, through L1 (.ca: the only kind below 16 bytes); both addresses 4-byte aligned.
+__device__ __forceinline__ void copy4_async(void* shared, const void* global) {
+  const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(to), "l"(global));
 }
 __device__ __forceinline__ void commit_async_copies() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int PENDING>

@@ -72,10 +72,6 @@ void qmv(Kernel kernel, const QuantizedMatrixView& w, std::span<const std::byte>
   if (options.streamed_max_vectors < 1)
     throw std::invalid_argument("[exactq] streamed_max_vectors = " + std::to_string(options.streamed_max_vectors) +
                                 " must be at least 1");
-  constexpr int kMaxPrefetch = 1 << 20;
-  if (options.l2_prefetch_bytes < 0 || options.l2_prefetch_bytes > kMaxPrefetch || options.l2_prefetch_bytes % 16 != 0)
-    throw std::invalid_argument("[exactq] l2_prefetch_bytes = " + std::to_string(options.l2_prefetch_bytes) +
-                                " must be a multiple of 16 in [0, " + std::to_string(kMaxPrefetch) + "]");
   const auto s = static_cast<cudaStream_t>(stream);
   switch (kernel) {
     case Kernel::qmv: launch_qmv(w, x.data(), 0, m, y.data(), options, s); break;

@@ -27,7 +27,6 @@ struct QmvParams {
   std::int64_t vector_offset;  // first vector of this launch
   int group;
   int tile_values;  // K tile staged at a time (multiple of 1024)
-  int prefetch_bytes;  // L2 prefetch distance per row, a multiple of 16 (0: none)
   DType dtype;
 };
 
@@ -166,7 +165,6 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
   // The next launch on the stream may take the SM slots this grid frees; it waits for this grid
   // to finish before it touches x or y (wait_for_previous_grid below).
   let_next_grid_start();
-  constexpr int kRoundBytes = 32 * 4 * BITS;  // one chunk per lane: what a warp reads per row
 
   for (std::int64_t trip = 0; trip < trips; ++trip) {
     const std::int64_t task = my_first_task + trip * warps_total;
@@ -185,19 +183,6 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
       // the clamp and the 64-bit product at every load: 705 instead of 774 instructions per
       // two chunks of 4 rows in the SASS, 43.4 instead of 45.3 us on 28672x8192.
       asm("" : "+l"(wrow[r]), "+r"(prow[r]));
-    }
-    // L2 prefetch: lane r < ROWS keeps row r's prefetch p.prefetch_bytes ahead of the warp's
-    // loads. First the start of the row up to that distance.
-    const std::uint8_t* prefetch_row = wrow[0];
-#pragma unroll
-    for (int r = 1; r < ROWS; ++r)
-      if (lane == r) prefetch_row = wrow[r];
-    // qmv only: the streamed widths have no registers to spare for it (4-bit V = 4 would spill).
-    const bool prefetcher = V == 1 && active && lane < ROWS && p.prefetch_bytes > 0 && row_bytes >= 16;
-    const int prefetch_last = int(row_bytes) - kRoundBytes - p.prefetch_bytes;  // last offset to prefetch from
-    if (prefetcher) {
-      const std::int64_t ahead = p.prefetch_bytes < row_bytes ? p.prefetch_bytes : row_bytes;
-      prefetch_l2(align_down_16(prefetch_row), unsigned(ahead) / 16 * 16);
     }
     float total[ROWS][V];
 #pragma unroll
@@ -223,12 +208,6 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
           bi[r] = load_param<PARAM>(p.biases, prow[r] + g, p.dtype);
         }
       };
-      // One round (a chunk per lane) further, from the warp's current round.
-      auto prefetch = [&](int c) {
-        const int at = (chunk0 + c - lane) * (4 * BITS);
-        if (prefetcher && at <= prefetch_last)
-          prefetch_l2(align_down_16(prefetch_row + at + p.prefetch_bytes), kRoundBytes);
-      };
       int c = active ? lane : chunks;
       if (c < chunks) load(c, wa, sa, ba);  // in flight while the tile is staged
       if (tiles > 1 || trip == 0) {
@@ -238,12 +217,10 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
         __syncthreads();
       }
       while (c < chunks) {
-        prefetch(c);
         if (c + 32 < chunks) load(c + 32, wb, sb, bb);
         chunk_step<BITS, V, ROWS>(wa, sa, ba, lifted, vector_stride, facts, tile_chunks, c, total);
         c += 32;
         if (c >= chunks) break;
-        prefetch(c);
         if (c + 32 < chunks) load(c + 32, wa, sa, ba);
         chunk_step<BITS, V, ROWS>(wb, sb, bb, lifted, vector_stride, facts, tile_chunks, c, total);
         c += 32;

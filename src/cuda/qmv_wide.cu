@@ -112,7 +112,7 @@ int wide_blocks_per_sm(std::size_t smem) {
 template <int BITS, int V>
 void launch_wide(const QuantizedMatrixView& w, const void* x, std::int64_t vector_offset, std::int64_t tiles, void* y,
                  std::int64_t m, cudaStream_t stream) {
-  QmvParams p{w.packed.data(), w.scales.data(), w.biases.data(), x, y, w.n, w.k, 0, w.group, k_tile(w.k, V, 0.0), 0,
+  QmvParams p{w.packed.data(), w.scales.data(), w.biases.data(), x, y, w.n, w.k, 0, w.group, k_tile(w.k, V, 0.0),
               w.dtype};
   const std::size_t smem = std::size_t(V) * p.tile_values * 4;
   constexpr int kRowsPerBlock = kWarps * kWideRowsPerWarp;

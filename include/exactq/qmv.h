@@ -40,7 +40,7 @@ struct QmvOptions {
   int streamed_max_vectors = 8;
   // CPU: worker threads (0 = all hardware threads). Numerically irrelevant.
   int threads = 0;
-  // CUDA, qmv and qmv_streamed: launch as a programmatic dependent launch, so a launch can start
+  // CUDA, qmv, qmv_streamed and qmv_mma: launch as a programmatic dependent launch, so a launch can start
   // while the kernel before it on the stream finishes. It then reads its weights before that
   // kernel's writes are visible (x and y only after): the weights must not be written by the
   // kernel just before it on the stream. Numerically irrelevant.

@@ -119,14 +119,14 @@ __device__ __forceinline__ void load_chunk(const std::uint8_t* p, std::uint32_t 
 __device__ __forceinline__ void wait_for_previous_grid() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 __device__ __forceinline__ void let_next_grid_start() { asm volatile("griddepcontrol.launch_dependents;\n"); }
 
-// Launches KERNEL(args...) with kThreads threads, optionally as a programmatic dependent launch
+// Launches kernel(args...), optionally as a programmatic dependent launch
 // (QmvOptions::overlap_launch): it may then start while the previous kernel on the stream runs.
 template <typename... Params, typename... Args>
-void launch_overlapping(void (*kernel)(Params...), dim3 grid, std::size_t smem, bool overlap, cudaStream_t stream,
-                        Args&&... args) {
+void launch_overlapping(void (*kernel)(Params...), dim3 grid, int threads, std::size_t smem, bool overlap,
+                        cudaStream_t stream, Args&&... args) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
-  config.blockDim = dim3(kThreads);
+  config.blockDim = dim3(unsigned(threads));
   config.dynamicSmemBytes = smem;
   config.stream = stream;
   cudaLaunchAttribute attribute{};
@@ -144,11 +144,6 @@ void launch_overlapping(void (*kernel)(Params...), dim3 grid, std::size_t smem, 
 __device__ __forceinline__ void copy16_async(void* shared, const void* global) {
   const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(shared));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(global));
-}
-// 4 bytes, through L1 (.ca: the only kind below 16 bytes); both addresses 4-byte aligned.
-__device__ __forceinline__ void copy4_async(void* shared, const void* global) {
-  const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(shared));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(to), "l"(global));
 }
 __device__ __forceinline__ void commit_async_copies() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int PENDING>

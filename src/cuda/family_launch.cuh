@@ -58,7 +58,7 @@ void launch_family(const QuantizedMatrixView& w, const void* x, std::int64_t vec
   for (std::int64_t t0 = 0; t0 < tiles; t0 += kMaxGridY) {
     const std::int64_t count = tiles - t0 < kMaxGridY ? tiles - t0 : kMaxGridY;
     p.vector_offset = vector_offset + t0 * V;
-    launch_overlapping(qmv_family_kernel<BITS, V, ROWS, PARAM>, dim3(grid_x, unsigned(count)), smem,
+    launch_overlapping(qmv_family_kernel<BITS, V, ROWS, PARAM>, dim3(grid_x, unsigned(count)), kThreads, smem,
                        options.overlap_launch, stream, p);
   }
 }

@@ -45,3 +45,13 @@ for b in 2 3 5 6 8; do
     >"$out/bench_qmv_${b}bit.log" 2>&1
   echo "qmv ${b}-bit exit $?: $(grep -E "big|gemma12b.head|down" "$out/bench_qmv_${b}bit.log" | tr -s ' ' | tr '\n' ';' | cut -c1-400)"
 done
+# The same kernels as programmatic dependent launches (QmvOptions::overlap_launch), as a decode
+# step that chains them would run them; the size-matched read is timed the same way.
+"$bin/exactq" bench --backend cuda --shapes gemma12b,llama3-8b,qwen27b,big --m 1,4,16 --kernels qmv,qmv_mma \
+  --bits 4 --group 64 --dtype bf16 --repeats 20 --overlap-launch --json "$out/bench_overlap.json" \
+  --markdown "$out/bench_overlap.md" >"$out/bench_overlap.log" 2>&1
+echo "bench (overlap) exit $?: $(awk '$4=="qmv" && $5==1 {printf "%s %s %s; ", $1, $6, $8}' "$out/bench_overlap.log")"
+# PyTorch anchors in the same call (where torch is installed).
+python3 bench/anchors.py --shapes 28672x8192,262144x3840,15360x3840,3840x15360 --m 1,16 --json "$out/anchors.json" \
+  >"$out/anchors.log" 2>&1
+echo "anchors exit $?: $(tail -12 "$out/anchors.log" | tr '\n' ';' | cut -c1-900)"

@@ -217,7 +217,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--vmax", a->vmax, "qmv_streamed: vectors per weight pass")->capture_default_str();
   cmd->add_option("--threads", a->threads, "CPU threads (0 = all)")->capture_default_str();
   cmd->add_flag("--overlap-launch", a->overlap_launch,
-                "CUDA qmv, qmv_streamed, qmv_mma: programmatic dependent launches (weights read before the previous kernel ends)");
+                "CUDA qmv, qmv_streamed: programmatic dependent launches (weights read before the previous kernel ends)");
   cmd->add_option("--json", a->json, "write the results as JSON");
   cmd->add_option("--markdown", a->markdown, "write the results as a markdown table");
   cmd->add_option("--plot", a->plot, "write GB/s versus M per kernel as SVG");

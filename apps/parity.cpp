@@ -248,7 +248,7 @@ void add_parity_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--vmax", args->vmax, "qmv_streamed: vectors per weight pass")->capture_default_str();
   cmd->add_option("--threads", args->threads, "CPU threads (0 = all)")->capture_default_str();
   cmd->add_flag("--overlap-launch", args->overlap_launch,
-                "CUDA qmv, qmv_streamed, qmv_mma: programmatic dependent launches (weights read before the previous kernel ends)");
+                "CUDA qmv, qmv_streamed: programmatic dependent launches (weights read before the previous kernel ends)");
   cmd->add_option("--json", args->json, "write the full results as JSON to this file");
   cmd->callback([args, &exit_code] {
     ParityConfig c;

@@ -22,8 +22,9 @@ void launch_qmv_streamed(const QuantizedMatrixView& w, const void* x, std::int64
 void launch_qmv_wide(const QuantizedMatrixView& w, const void* x, std::int64_t m, void* y, cudaStream_t stream);
 
 // qmv_mma: passes of 16 vectors through one tensor-core schedule (qmv_mma.cu).
-void launch_qmv_mma(const QuantizedMatrixView& w, const void* x, std::int64_t m, void* y, const QmvOptions& options,
-                    cudaStream_t stream);
+// Always a plain launch: as a programmatic dependent launch it measured 15-45 % slower on shapes below 60 MB
+// (docs/benchmark_results/2026-12-03-h200-session4-qmv.md), so QmvOptions::overlap_launch is ignored.
+void launch_qmv_mma(const QuantizedMatrixView& w, const void* x, std::int64_t m, void* y, cudaStream_t stream);
 
 cuda::KernelResources qmv_resources(int bits);
 cuda::KernelResources qmv_mma_resources(int bits, int vectors);

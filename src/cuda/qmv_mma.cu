@@ -230,7 +230,6 @@ __global__ void __launch_bounds__(kMmaThreads, 2) qmv_mma_kernel(const MmaParams
   const int group_shift = p.group == 32 ? 0 : (p.group == 64 ? 1 : 2);  // chunks per group: 1 << shift
   const int chunks_total = int(p.k / 32);
   const int stages_total = chunks_total / kCps;  // K is a multiple of 32 * kCps (the launcher checks)
-  let_next_grid_start();  // a next launch waits for this grid before it touches x or y
   const int tile_chunks = p.tile_values / 32;
   const bool restage = p.k > p.tile_values;
   const std::int64_t tasks = (p.n + kMmaRows - 1) / kMmaRows;
@@ -303,7 +302,6 @@ __global__ void __launch_bounds__(kMmaThreads, 2) qmv_mma_kernel(const MmaParams
     for (int st = 0; st < stages_total; ++st) {
       const int c0 = st * kCps;
       if (c0 % tile_chunks == 0 && (restage || trip == 0)) {
-        if (trip == 0 && st == 0) wait_for_previous_grid();  // weights were read before; x only now
         __syncthreads();
         const std::int64_t first = std::int64_t(c0) * 32;
         const int values = int(p.k - first < p.tile_values ? p.k - first : p.tile_values);
@@ -391,8 +389,7 @@ int mma_tile(std::int64_t k, int count) {
 }
 
 template <int BITS, bool BF16, int NT>
-void launch_pass(const MmaParams& base, std::int64_t first_pass, std::int64_t passes, bool overlap,
-                 cudaStream_t stream) {
+void launch_pass(const MmaParams& base, std::int64_t first_pass, std::int64_t passes, cudaStream_t stream) {
   MmaParams p = base;
   const std::int64_t vectors = base.m - first_pass * kPassVectors;
   const int count = int(vectors < kPassVectors ? vectors : kPassVectors);  // passes > 1 are all full
@@ -411,8 +408,8 @@ void launch_pass(const MmaParams& base, std::int64_t first_pass, std::int64_t pa
   constexpr std::int64_t kMaxGridY = 65535;
   for (std::int64_t done = 0; done < passes; done += kMaxGridY) {
     const std::int64_t now = passes - done < kMaxGridY ? passes - done : kMaxGridY;
-    launch_overlapping(qmv_mma_kernel<BITS, BF16, NT>, dim3(grid_x, unsigned(now)), kMmaThreads, smem, overlap,
-                       stream, p);
+    qmv_mma_kernel<BITS, BF16, NT><<<dim3(grid_x, unsigned(now)), kMmaThreads, smem, stream>>>(p);
+    EXACTQ_CUDA_CHECK(cudaGetLastError());
     p.x = static_cast<const std::uint16_t*>(p.x) + now * kPassVectors * p.k;
     p.y = static_cast<std::uint16_t*>(p.y) + now * kPassVectors * p.n;
     p.m -= now * kPassVectors;
@@ -421,8 +418,7 @@ void launch_pass(const MmaParams& base, std::int64_t first_pass, std::int64_t pa
 
 }  // namespace
 
-void launch_qmv_mma(const QuantizedMatrixView& w, const void* x, std::int64_t m, void* y, const QmvOptions& options,
-                    cudaStream_t stream) {
+void launch_qmv_mma(const QuantizedMatrixView& w, const void* x, std::int64_t m, void* y, cudaStream_t stream) {
   if (w.dtype == DType::f32)
     throw std::invalid_argument("[exactq] qmv_mma: dtype f32 has no exact tensor-core path (use bf16 or f16; qmv serves f32)");
   if (w.bits != 4 && w.bits != 8)
@@ -441,8 +437,8 @@ void launch_qmv_mma(const QuantizedMatrixView& w, const void* x, std::int64_t m,
     const std::int64_t full = m / kPassVectors;
     const int rest = int(m - full * kPassVectors);
     auto go = [&]<int NT>(std::int64_t first, std::int64_t passes) {
-      if (bf16) launch_pass<BITS, true, NT>(p, first, passes, options.overlap_launch, stream);
-      else launch_pass<BITS, false, NT>(p, first, passes, options.overlap_launch, stream);
+      if (bf16) launch_pass<BITS, true, NT>(p, first, passes, stream);
+      else launch_pass<BITS, false, NT>(p, first, passes, stream);
     };
     if (full > 0) go.template operator()<2>(0, full);
     if (rest > 8) go.template operator()<2>(full, 1);

@@ -231,7 +231,8 @@ TEST(CudaQmv, OverlappedChainedLaunchesEqualCpuMirror) {
   for (Case c : {Case{2, 1216, 1216}, Case{3, 1216, 1216}, Case{4, 4096, 4096}, Case{5, 1216, 1216},
                  Case{6, 1216, 1216}, Case{8, 4096, 4096}, Case{4, 1088, 17408}})
     for (Kernel kernel : {Kernel::qmv, Kernel::qmv_streamed, Kernel::qmv_mma}) {
-      const bool mma = kernel == Kernel::qmv_mma;  // its own order: checked against itself, launched plainly
+      // qmv_mma ignores overlap_launch today; the check stays so that it keeps holding if that changes.
+      const bool mma = kernel == Kernel::qmv_mma;
       if (mma && (c.bits % 4 != 0 || c.n % 256 != 0 || c.k % 256 != 0)) continue;
       SCOPED_TRACE(std::string(to_string(kernel)) + " bits " + std::to_string(c.bits) + " N " + std::to_string(c.n) +
                    " K " + std::to_string(c.k));

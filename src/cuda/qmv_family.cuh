@@ -139,12 +139,6 @@ __device__ __forceinline__ void chunk_step(const std::uint32_t (&w)[ROWS][BITS],
 template <int V, int ROWS>
 inline constexpr int kFamilyMinBlocks = V >= 6 ? 1 : (V == 1 && ROWS <= 2 ? EXACTQ_QMV_TWO_ROW_BLOCKS : 2);
 
-// qmv with a single K tile: during its last round a lane already loads the first chunk of the
-// warp's next task, so that task does not start with a full memory latency. A -D knob.
-#ifndef EXACTQ_QMV_CROSS_TASK
-#define EXACTQ_QMV_CROSS_TASK 1
-#endif
-
 template <int BITS, int V, int ROWS, int PARAM>
 __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
     qmv_family_kernel(const QmvParams p) {
@@ -172,10 +166,6 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
   // to finish before it touches x or y (wait_for_previous_grid below).
   let_next_grid_start();
 
-  // Two register buffers of weights and group parameters, used alternately (see the loop).
-  std::uint32_t wa[ROWS][BITS], wb[ROWS][BITS];
-  float sa[ROWS], ba[ROWS], sb[ROWS], bb[ROWS];
-  int preloaded = 0;  // the next task's first chunk is in flight: 1 in wa, 2 in wb
   for (std::int64_t trip = 0; trip < trips; ++trip) {
     const std::int64_t task = my_first_task + trip * warps_total;
     const bool active = task < tasks;
@@ -206,7 +196,9 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
       const int chunks = count / kChunkValues;
       const int chunk0 = int(first / kChunkValues);
       // Software pipeline: the next chunk's loads (per row) are issued before the current one is
-      // computed, into wa and wb alternately; chunks still go in increasing order.
+      // computed. Two register buffers, used alternately; chunks still go in increasing order.
+      std::uint32_t wa[ROWS][BITS], wb[ROWS][BITS];
+      float sa[ROWS], ba[ROWS], sb[ROWS], bb[ROWS];
       auto load = [&](int c, std::uint32_t (&w)[ROWS][BITS], float (&sc)[ROWS], float (&bi)[ROWS]) {
         const int g = (chunk0 + c) >> group_shift;
 #pragma unroll
@@ -216,26 +208,8 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
           bi[r] = load_param<PARAM>(p.biases, prow[r] + g, p.dtype);
         }
       };
-      // The next task's chunk `lane` (single tile only: chunk0 is 0), row bases computed here.
-      const std::int64_t next_task = task + warps_total;
-      const bool cross = EXACTQ_QMV_CROSS_TASK && V == 1 && tiles == 1 && next_task < tasks;
-      auto load_next = [&](std::uint32_t (&w)[ROWS][BITS], float (&sc)[ROWS], float (&bi)[ROWS]) {
-        const int g = lane >> group_shift;
-        // Kept inside the branch (a volatile asm is not hoisted): computed before the loop, the
-        // next task's row bases would hold 12 more registers through it and 4-bit would spill.
-        std::int64_t row0_next = next_task * ROWS;
-        asm volatile("" : "+l"(row0_next));
-#pragma unroll
-        for (int r = 0; r < ROWS; ++r) {
-          const std::int64_t row = row0_next + r < p.n ? row0_next + r : p.n - 1;
-          load_chunk<BITS>(p.packed + row * row_bytes + std::int64_t(lane) * (4 * BITS), w[r]);
-          sc[r] = load_param<PARAM>(p.scales, int(row * groups) + g, p.dtype);
-          bi[r] = load_param<PARAM>(p.biases, int(row * groups) + g, p.dtype);
-        }
-      };
       int c = active ? lane : chunks;
-      if (c < chunks && !preloaded) load(c, wa, sa, ba);  // in flight while the tile is staged
-      preloaded = 0;
+      if (c < chunks) load(c, wa, sa, ba);  // in flight while the tile is staged
       if (tiles > 1 || trip == 0) {
         if (trip == 0 && tile == 0) wait_for_previous_grid();  // x may be the previous kernel's output
         __syncthreads();  // everyone is done with the previous tile
@@ -243,31 +217,13 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
         __syncthreads();
       }
       while (c < chunks) {
-        if (c + 32 < chunks) {
-          load(c + 32, wb, sb, bb);
-        } else if (cross) {
-          load_next(wb, sb, bb);
-          preloaded = 2;
-        }
+        if (c + 32 < chunks) load(c + 32, wb, sb, bb);
         chunk_step<BITS, V, ROWS>(wa, sa, ba, lifted, vector_stride, facts, tile_chunks, c, total);
         c += 32;
         if (c >= chunks) break;
-        if (c + 32 < chunks) {
-          load(c + 32, wa, sa, ba);
-        } else if (cross) {
-          load_next(wa, sa, ba);
-          preloaded = 1;
-        }
+        if (c + 32 < chunks) load(c + 32, wa, sa, ba);
         chunk_step<BITS, V, ROWS>(wb, sb, bb, lifted, vector_stride, facts, tile_chunks, c, total);
         c += 32;
-      }
-    }
-    if (preloaded == 2) {  // the next task starts from wa
-#pragma unroll
-      for (int r = 0; r < ROWS; ++r) {
-#pragma unroll
-        for (int i = 0; i < BITS; ++i) wa[r][i] = wb[r][i];
-        sa[r] = sb[r], ba[r] = bb[r];
       }
     }
 

@@ -15,6 +15,10 @@ inline constexpr int kFamilyRows = 4;
 // is staged once per block at V = 1.
 inline constexpr double kFamilySharedBudget = 72 * 1024;
 
+#ifndef EXACTQ_QMV_SPLIT_MAX  // a -D knob for measuring: 1 turns the K split off
+#define EXACTQ_QMV_SPLIT_MAX 4
+#endif
+
 #ifndef EXACTQ_FAMILY_SPREAD  // a -D knob for measuring: 0 packs tasks into as few blocks as they fill
 #define EXACTQ_FAMILY_SPREAD 1
 #endif
@@ -40,9 +44,22 @@ void launch_family(const QuantizedMatrixView& w, const void* x, std::int64_t vec
                    void* y, const QmvOptions& options, cudaStream_t stream) {
   check_group_parameter_count(w);
   QmvParams p{w.packed.data(), w.scales.data(), w.biases.data(), x, y, w.n, w.k, 0, w.group, family_tile(w.k, V),
-              w.dtype};
-  const std::size_t smem = family_shared_bytes(V, p.tile_values);
+              w.dtype, 1};
   const std::int64_t tasks = (w.n + ROWS - 1) / ROWS;
+  // qmv with one K tile and fewer tasks than resident warps: split each task's K over 2 or 4
+  // warps (qmv_family_kernel replays the parts in order). A choice from N, K and the device only.
+  p.split = 1;
+  if constexpr (V == 1) {
+    const std::int64_t rounds = (w.k / kChunkValues + 31) / 32;
+    for (int s = EXACTQ_QMV_SPLIT_MAX; s >= 2 && p.split == 1; s /= 2) {
+      if (w.k > p.tile_values || rounds < s) continue;
+      const std::size_t with_park = family_shared_bytes(1, p.tile_values) + split_park_bytes(s, ROWS, w.k);
+      const std::int64_t warps =
+          std::int64_t(family_blocks_per_sm<BITS, V, ROWS, PARAM>(with_park)) * sm_count() * kWarps;
+      if (tasks * s <= warps) p.split = s;
+    }
+  }
+  const std::size_t smem = family_shared_bytes(V, p.tile_values) + split_park_bytes(p.split, ROWS, w.k);
   const std::int64_t resident = std::int64_t(family_blocks_per_sm<BITS, V, ROWS, PARAM>(smem)) * sm_count();
 #if EXACTQ_FAMILY_SPREAD
   // As many blocks as fit, each with at least one task: when there are fewer tasks than resident

@@ -28,6 +28,7 @@ struct QmvParams {
   int group;
   int tile_values;  // K tile staged at a time (multiple of 1024)
   DType dtype;
+  int split;  // qmv, one K tile: warps per task (1, 2 or 4), K cut into that many runs of rounds
 };
 
 // Where piece j (values 4j .. 4j+3) of chunk c of a tile sits, in float4s. Chunk-interleaved:
@@ -39,6 +40,14 @@ __device__ __forceinline__ int piece_index(int c, int j) { return (c >> 5) * 256
 // {S, unlift_first, unlift_second, unused}.
 inline std::size_t family_shared_bytes(int vectors, int tile_values) {
   return std::size_t(vectors) * tile_values * 4 + std::size_t(vectors) * (tile_values / kChunkValues) * 16;
+}
+// With a K split, the parked chunk values of one block: per task, every round after the first
+// part's, ROWS floats per lane.
+inline std::size_t split_park_bytes(int split, int rows, std::int64_t k) {
+  if (split <= 1) return 0;
+  const std::int64_t rounds = (k / kChunkValues + 31) / 32;
+  const std::int64_t first_part = (rounds + split - 1) / split;
+  return std::size_t(kWarps / split) * std::size_t(rounds - first_part) * rows * 32 * 4;
 }
 
 // One thread per (vector, chunk): reads the chunk's 32 activations, then computes order.h's
@@ -87,7 +96,9 @@ __device__ __forceinline__ void stage_lifted(float4* lifted, float4* facts, int 
 }
 
 // One chunk of ROWS rows against V vectors: the order of docs/design.md §3, per (row, vector).
-template <int BITS, int V, int ROWS>
+// With PARK, total receives the chunk's folded value itself (the term lane_add would add), to be
+// added in order later by the warp that owns the lane's chain.
+template <int BITS, int V, int ROWS, bool PARK = false>
 __device__ __forceinline__ void chunk_step(const std::uint32_t (&w)[ROWS][BITS], const float (&scale)[ROWS],
                                            const float (&bias)[ROWS], const float4* lifted, int vector_stride,
                                            const float4* facts, int facts_stride, int c, float (&total)[ROWS][V]) {
@@ -124,9 +135,10 @@ __device__ __forceinline__ void chunk_step(const std::uint32_t (&w)[ROWS][BITS],
   for (int v = 0; v < V; ++v) {
     const float4 f = facts[v * facts_stride + c];  // {S, unlift_first, unlift_second}
 #pragma unroll
-    for (int r = 0; r < ROWS; ++r)
-      total[r][v] = order::lane_add(
-          total[r][v], order::chunk_fold(scale[r], bias[r], order::unlift(acc[r][v], f.y, f.z), f.x));
+    for (int r = 0; r < ROWS; ++r) {
+      const float folded = order::chunk_fold(scale[r], bias[r], order::unlift(acc[r][v], f.y, f.z), f.x);
+      total[r][v] = PARK ? folded : order::lane_add(total[r][v], folded);
+    }
   }
 }
 
@@ -158,10 +170,21 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
   // spread over all blocks and so over all SMs: an SM's share differs from the mean by at most
   // one task per warp. Every warp runs the same number of trips because staging synchronises
   // the block; a warp without a task in a trip only helps stage.
+  //
+  // With a K split (qmv, one tile, fewer tasks than warps), `split` consecutive warps share a
+  // task: warp `part` computes the part-th run of rounds. Part 0 adds its chunks into the lanes'
+  // chains as usual; the others park each chunk's folded value in shared memory, and part 0
+  // then adds those in increasing round, so every lane's chain, and so every bit, is unchanged.
+  const int split = V == 1 ? p.split : 1;
+  const int part = warp % split;
   const std::int64_t tasks = (p.n + ROWS - 1) / ROWS;
-  const std::int64_t warps_total = std::int64_t(gridDim.x) * kWarps;
+  const std::int64_t warps_total = std::int64_t(gridDim.x) * (kWarps / split);  // task slots per trip
   const std::int64_t trips = (tasks + warps_total - 1) / warps_total;
-  const std::int64_t my_first_task = std::int64_t(warp) * gridDim.x + blockIdx.x;
+  const std::int64_t my_first_task = std::int64_t(warp / split) * gridDim.x + blockIdx.x;
+  const int rounds_total = int((p.k / kChunkValues + 31) / 32);
+  const int part_rounds = (rounds_total + split - 1) / split;
+  float* park = reinterpret_cast<float*>(facts + V * tile_chunks) +
+                std::size_t(warp / split) * std::size_t(rounds_total - part_rounds) * ROWS * 32;
   // The next launch on the stream may take the SM slots this grid frees; it waits for this grid
   // to finish before it touches x or y (wait_for_previous_grid below).
   let_next_grid_start();
@@ -208,23 +231,47 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
           bi[r] = load_param<PARAM>(p.biases, prow[r] + g, p.dtype);
         }
       };
-      int c = active ? lane : chunks;
-      if (c < chunks) load(c, wa, sa, ba);  // in flight while the tile is staged
+      // This warp's run of chunks: all of them without a split (one tile then, if split > 1).
+      const int c_end = chunks < 32 * part_rounds * (part + 1) ? chunks : 32 * part_rounds * (part + 1);
+      int c = active ? lane + 32 * part_rounds * part : c_end;
+      if (c < c_end) load(c, wa, sa, ba);  // in flight while the tile is staged
       if (tiles > 1 || trip == 0) {
         if (trip == 0 && tile == 0) wait_for_previous_grid();  // x may be the previous kernel's output
         __syncthreads();  // everyone is done with the previous tile
         stage_lifted<BITS, V>(lifted, facts, p.tile_values, p, v0, first, count);
         __syncthreads();
       }
-      while (c < chunks) {
-        if (c + 32 < chunks) load(c + 32, wb, sb, bb);
-        chunk_step<BITS, V, ROWS>(wa, sa, ba, lifted, vector_stride, facts, tile_chunks, c, total);
+      auto step = [&](const std::uint32_t (&w)[ROWS][BITS], const float (&sc)[ROWS], const float (&bi)[ROWS],
+                      int c) {
+        if (V > 1 || part == 0) {
+          chunk_step<BITS, V, ROWS>(w, sc, bi, lifted, vector_stride, facts, tile_chunks, c, total);
+        } else if constexpr (V == 1) {
+          float folded[ROWS][V];
+          chunk_step<BITS, V, ROWS, true>(w, sc, bi, lifted, vector_stride, facts, tile_chunks, c, folded);
+#pragma unroll
+          for (int r = 0; r < ROWS; ++r) park[((c / 32 - part_rounds) * ROWS + r) * 32 + lane] = folded[r][0];
+        }
+      };
+      while (c < c_end) {
+        if (c + 32 < c_end) load(c + 32, wb, sb, bb);
+        step(wa, sa, ba, c);
         c += 32;
-        if (c >= chunks) break;
-        if (c + 32 < chunks) load(c + 32, wa, sa, ba);
-        chunk_step<BITS, V, ROWS>(wb, sb, bb, lifted, vector_stride, facts, tile_chunks, c, total);
+        if (c >= c_end) break;
+        if (c + 32 < c_end) load(c + 32, wa, sa, ba);
+        step(wb, sb, bb, c);
         c += 32;
       }
+    }
+    if (split > 1) {  // the same for every warp of the block
+      __syncthreads();  // the parked values are written
+      if (part == 0 && active) {
+        const int chunks = int(p.k / kChunkValues);
+        for (int round = part_rounds; round < rounds_total && lane + 32 * round < chunks; ++round)
+#pragma unroll
+          for (int r = 0; r < ROWS; ++r)
+            total[r][0] = order::lane_add(total[r][0], park[((round - part_rounds) * ROWS + r) * 32 + lane]);
+      }
+      __syncthreads();  // read before the next trip parks again
     }
 
 #pragma unroll
@@ -237,7 +284,7 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
           t = order::butterfly_step(t, __shfl_xor_sync(0xffffffffu, t, order::butterfly_mask(step)));
         total[r][v] = t;
       }
-    if (active && lane == 0) {
+    if (active && part == 0 && lane == 0) {
 #pragma unroll
       for (int r = 0; r < ROWS; ++r)
         if (row0 + r < p.n)

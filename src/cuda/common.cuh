@@ -6,10 +6,12 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "common/order.h"
 #include "exactq/dtype.h"
@@ -135,6 +137,44 @@ void launch_overlapping(void (*kernel)(Params...), dim3 grid, int threads, std::
   config.attrs = &attribute;
   config.numAttrs = overlap ? 1 : 0;
   EXACTQ_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+}
+
+// Median microseconds per launch of `launches` launches that enqueue(stream, i) puts on a stream:
+// run once uncaptured (kernel attributes get set outside capture), then captured into a CUDA
+// graph, replayed 3 times to warm up and `repeats` times timed with events.
+template <typename Enqueue>
+double median_replay_us(int launches, int repeats, Enqueue&& enqueue) {
+  cudaStream_t stream;
+  EXACTQ_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (int i = 0; i < launches; ++i) enqueue(stream, i);
+  EXACTQ_CUDA_CHECK(cudaStreamSynchronize(stream));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  EXACTQ_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
+  for (int i = 0; i < launches; ++i) enqueue(stream, i);
+  EXACTQ_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  EXACTQ_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t start, stop;
+  EXACTQ_CUDA_CHECK(cudaEventCreate(&start));
+  EXACTQ_CUDA_CHECK(cudaEventCreate(&stop));
+  for (int i = 0; i < 3; ++i) EXACTQ_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  std::vector<double> samples;
+  for (int i = 0; i < repeats; ++i) {
+    EXACTQ_CUDA_CHECK(cudaEventRecord(start, stream));
+    EXACTQ_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    EXACTQ_CUDA_CHECK(cudaEventRecord(stop, stream));
+    EXACTQ_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    EXACTQ_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    samples.push_back(double(ms) * 1000.0 / launches);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+  std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
+  return samples[samples.size() / 2];
 }
 
 // ---- asynchronous copies into a shared-memory ring (qmv_mma) -------------------------------------

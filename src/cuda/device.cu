@@ -142,40 +142,12 @@ double time_qmv_us(Kernel kernel, std::span<const QuantizedMatrixView> weights, 
                    std::int64_t m, std::span<std::byte> y, const QmvOptions& options, int repeats) {
   if (weights.empty()) throw std::invalid_argument("[exactq] time_qmv_us: no weights");
   if (repeats < 1) throw std::invalid_argument("[exactq] time_qmv_us: repeats = " + std::to_string(repeats));
-  cudaStream_t stream;
-  EXACTQ_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   // Each graph replay runs `launches` kernels cycling through the weight copies, so a copy is
   // evicted from L2 before it comes round again.
   const int launches = int(std::max<std::size_t>(weights.size(), 8));
-  for (const auto& w : weights) qmv(kernel, w, x, m, y, options, stream);  // warm-up, attributes set
-  EXACTQ_CUDA_CHECK(cudaStreamSynchronize(stream));
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  EXACTQ_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
-  for (int i = 0; i < launches; ++i) qmv(kernel, weights[std::size_t(i) % weights.size()], x, m, y, options, stream);
-  EXACTQ_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  EXACTQ_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t start, stop;
-  EXACTQ_CUDA_CHECK(cudaEventCreate(&start));
-  EXACTQ_CUDA_CHECK(cudaEventCreate(&stop));
-  for (int i = 0; i < 3; ++i) EXACTQ_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-  std::vector<double> samples;
-  for (int i = 0; i < repeats; ++i) {
-    EXACTQ_CUDA_CHECK(cudaEventRecord(start, stream));
-    EXACTQ_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-    EXACTQ_CUDA_CHECK(cudaEventRecord(stop, stream));
-    EXACTQ_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    EXACTQ_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    samples.push_back(double(ms) * 1000.0 / launches);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
-  std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
-  return samples[samples.size() / 2];
+  return cuda_detail::median_replay_us(launches, repeats, [&](cudaStream_t stream, int i) {
+    qmv(kernel, weights[std::size_t(i) % weights.size()], x, m, y, options, stream);
+  });
 }
 
 }  // namespace exactq::cuda

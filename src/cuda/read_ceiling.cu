@@ -87,51 +87,10 @@ double time_read_us(std::size_t bytes, int repeats, bool overlap_launch) {
   int blocks_per_sm = 0;
   EXACTQ_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, read_kernel, 512, 0));
   const unsigned grid = unsigned(blocks_per_sm * sm_count());
-  cudaStream_t stream;
-  EXACTQ_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  const int launches = std::max(copies, 8);
-  auto launch_all = [&] {
-    for (int i = 0; i < launches; ++i) {
-      cudaLaunchConfig_t config{};
-      config.gridDim = dim3(grid);
-      config.blockDim = dim3(512);
-      config.stream = stream;
-      cudaLaunchAttribute attribute{};
-      attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      attribute.val.programmaticStreamSerializationAllowed = 1;
-      config.attrs = &attribute;
-      config.numAttrs = overlap_launch ? 1 : 0;
-      const auto* data = reinterpret_cast<const uint4*>(buffers[std::size_t(i % copies)].bytes().data());
-      EXACTQ_CUDA_CHECK(cudaLaunchKernelEx(&config, read_kernel, data, bytes / 16, out));
-    }
-  };
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  EXACTQ_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
-  launch_all();
-  EXACTQ_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  EXACTQ_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t start, stop;
-  EXACTQ_CUDA_CHECK(cudaEventCreate(&start));
-  EXACTQ_CUDA_CHECK(cudaEventCreate(&stop));
-  for (int i = 0; i < 3; ++i) EXACTQ_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-  std::vector<double> samples;
-  for (int i = 0; i < repeats; ++i) {
-    EXACTQ_CUDA_CHECK(cudaEventRecord(start, stream));
-    EXACTQ_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-    EXACTQ_CUDA_CHECK(cudaEventRecord(stop, stream));
-    EXACTQ_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    EXACTQ_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    samples.push_back(double(ms) * 1000.0 / launches);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
-  std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
-  return samples[samples.size() / 2];
+  return median_replay_us(std::max(copies, 8), repeats, [&](cudaStream_t stream, int i) {
+    const auto* data = reinterpret_cast<const uint4*>(buffers[std::size_t(i % copies)].bytes().data());
+    launch_overlapping(read_kernel, dim3(grid), 512, 0, overlap_launch, stream, data, bytes / 16, out);
+  });
 }
 
 }  // namespace exactq::cuda

@@ -41,11 +41,14 @@ __device__ __forceinline__ int piece_index(int c, int j) { return (c >> 5) * 256
 inline std::size_t family_shared_bytes(int vectors, int tile_values) {
   return std::size_t(vectors) * tile_values * 4 + std::size_t(vectors) * (tile_values / kChunkValues) * 16;
 }
+// Rounds of a row: a chunk per lane per round.
+EXACTQ_HD int family_rounds(std::int64_t k) { return int((k / kChunkValues + 31) / 32); }
+
 // With a K split, the parked chunk values of one block: per task, every round after the first
 // part's, ROWS floats per lane.
 inline std::size_t split_park_bytes(int split, int rows, std::int64_t k) {
   if (split <= 1) return 0;
-  const std::int64_t rounds = (k / kChunkValues + 31) / 32;
+  const std::int64_t rounds = family_rounds(k);
   const std::int64_t first_part = (rounds + split - 1) / split;
   return std::size_t(kWarps / split) * std::size_t(rounds - first_part) * rows * 32 * 4;
 }
@@ -181,7 +184,7 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
   const std::int64_t warps_total = std::int64_t(gridDim.x) * (kWarps / split);  // task slots per trip
   const std::int64_t trips = (tasks + warps_total - 1) / warps_total;
   const std::int64_t my_first_task = std::int64_t(warp / split) * gridDim.x + blockIdx.x;
-  const int rounds_total = int((p.k / kChunkValues + 31) / 32);
+  const int rounds_total = family_rounds(p.k);
   const int part_rounds = (rounds_total + split - 1) / split;
   float* park = reinterpret_cast<float*>(facts + V * tile_chunks) +
                 std::size_t(warp / split) * std::size_t(rounds_total - part_rounds) * ROWS * 32;

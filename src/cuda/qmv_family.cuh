@@ -151,12 +151,6 @@ __device__ __forceinline__ void chunk_step(const std::uint32_t (&w)[ROWS][BITS],
 #ifndef EXACTQ_QMV_TWO_ROW_BLOCKS
 #define EXACTQ_QMV_TWO_ROW_BLOCKS 2
 #endif
-// Register buffers of the load pipeline (qmv only; qmv_streamed keeps two). A -D knob for tuning.
-#ifndef EXACTQ_QMV_STAGES
-#define EXACTQ_QMV_STAGES 2
-#endif
-template <int V>
-inline constexpr int kFamilyStages = V == 1 ? EXACTQ_QMV_STAGES : 2;
 template <int V, int ROWS>
 inline constexpr int kFamilyMinBlocks = V >= 6 ? 1 : (V == 1 && ROWS <= 2 ? EXACTQ_QMV_TWO_ROW_BLOCKS : 2);
 
@@ -227,13 +221,10 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
       const int count = int(p.k - first < p.tile_values ? p.k - first : p.tile_values);
       const int chunks = count / kChunkValues;
       const int chunk0 = int(first / kChunkValues);
-      // Software pipeline: the loads of a lane's next STAGES - 1 chunks (per row) are in flight
-      // while the current one is computed, in a ring of register buffers whose indices are
-      // compile-time constants (the loop below is unrolled by STAGES). Chunks still go in
-      // increasing order.
-      constexpr int kStages = kFamilyStages<V>;
-      std::uint32_t wbuf[kStages][ROWS][BITS];
-      float sbuf[kStages][ROWS], bbuf[kStages][ROWS];
+      // Software pipeline: the next chunk's loads (per row) are issued before the current one is
+      // computed. Two register buffers, used alternately; chunks still go in increasing order.
+      std::uint32_t wa[ROWS][BITS], wb[ROWS][BITS];
+      float sa[ROWS], ba[ROWS], sb[ROWS], bb[ROWS];
       auto load = [&](int c, std::uint32_t (&w)[ROWS][BITS], float (&sc)[ROWS], float (&bi)[ROWS]) {
         const int g = (chunk0 + c) >> group_shift;
 #pragma unroll
@@ -245,10 +236,8 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
       };
       // This warp's run of chunks: all of them without a split (one tile then, if split > 1).
       const int c_end = chunks < 32 * part_rounds * (part + 1) ? chunks : 32 * part_rounds * (part + 1);
-      const int c_first = active ? lane + 32 * part_rounds * part : c_end;
-#pragma unroll
-      for (int s = 0; s < kStages - 1; ++s)  // in flight while the tile is staged
-        if (c_first + 32 * s < c_end) load(c_first + 32 * s, wbuf[s], sbuf[s], bbuf[s]);
+      int c = active ? lane + 32 * part_rounds * part : c_end;
+      if (c < c_end) load(c, wa, sa, ba);  // in flight while the tile is staged
       if (tiles > 1 || trip == 0) {
         if (trip == 0 && tile == 0) wait_for_previous_grid();  // x may be the previous kernel's output
         __syncthreads();  // everyone is done with the previous tile
@@ -266,21 +255,14 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
           for (int r = 0; r < ROWS; ++r) park[((c / 32 - part_rounds) * ROWS + r) * 32 + lane] = folded[r][0];
         }
       };
-      for (int c0 = c_first; c0 < c_end; c0 += 32 * kStages) {
-        [&]<int... S>(std::integer_sequence<int, S...>) {
-          // Stage S computes chunk c0 + 32 S from buffer S after refilling buffer S - 1 (mod
-          // kStages) with the chunk kStages - 1 rounds ahead; it stops at the end of the run.
-          (
-              [&] {
-                constexpr int fill = (S + kStages - 1) % kStages;
-                const int c = c0 + 32 * S, ahead = c + 32 * (kStages - 1);
-                if (c >= c_end) return false;
-                if (ahead < c_end) load(ahead, wbuf[fill], sbuf[fill], bbuf[fill]);
-                step(wbuf[S], sbuf[S], bbuf[S], c);
-                return true;
-              }() &&
-              ...);
-        }(std::make_integer_sequence<int, kStages>{});
+      while (c < c_end) {
+        if (c + 32 < c_end) load(c + 32, wb, sb, bb);
+        step(wa, sa, ba, c);
+        c += 32;
+        if (c >= c_end) break;
+        if (c + 32 < c_end) load(c + 32, wa, sa, ba);
+        step(wb, sb, bb, c);
+        c += 32;
       }
     }
     if (split > 1) {  // the same for every warp of the block

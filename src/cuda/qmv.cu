@@ -12,11 +12,8 @@ namespace {
 #ifndef EXACTQ_QMV_FOUR_ROWS_MAX_BITS  // a -D knob for tuning: 0 gives 2 rows everywhere
 #define EXACTQ_QMV_FOUR_ROWS_MAX_BITS 4
 #endif
-#ifndef EXACTQ_QMV_WIDE_ROWS  // rows per warp at bits <= EXACTQ_QMV_FOUR_ROWS_MAX_BITS
-#define EXACTQ_QMV_WIDE_ROWS 2
-#endif
 template <int BITS>
-inline constexpr int kQmvRows = BITS <= EXACTQ_QMV_FOUR_ROWS_MAX_BITS ? EXACTQ_QMV_WIDE_ROWS : 2;
+inline constexpr int kQmvRows = BITS <= EXACTQ_QMV_FOUR_ROWS_MAX_BITS ? 4 : 2;
 }  // namespace
 
 void launch_qmv(const QuantizedMatrixView& w, const void* x, std::int64_t vector_offset, std::int64_t m, void* y,

@@ -151,15 +151,8 @@ __device__ __forceinline__ void chunk_step(const std::uint32_t (&w)[ROWS][BITS],
 #ifndef EXACTQ_QMV_TWO_ROW_BLOCKS
 #define EXACTQ_QMV_TWO_ROW_BLOCKS 2
 #endif
-// Rounds of chunks a load batch covers (qmv at 2-4 bits): with 2, a warp reads 1 KB of a 4-bit
-// row at once instead of 512 bytes. A -D knob for tuning.
-#ifndef EXACTQ_QMV_ROUNDS_PER_LOAD
-#define EXACTQ_QMV_ROUNDS_PER_LOAD 2
-#endif
-template <int V, int BITS>
-inline constexpr int kFamilyRoundsPerLoad = V == 1 && BITS <= 4 ? EXACTQ_QMV_ROUNDS_PER_LOAD : 1;
 template <int V, int ROWS>
-inline constexpr int kFamilyMinBlocks = V >= 6 || ROWS >= 8 ? 1 : (V == 1 && ROWS <= 2 ? EXACTQ_QMV_TWO_ROW_BLOCKS : 2);
+inline constexpr int kFamilyMinBlocks = V >= 6 ? 1 : (V == 1 && ROWS <= 2 ? EXACTQ_QMV_TWO_ROW_BLOCKS : 2);
 
 template <int BITS, int V, int ROWS, int PARAM>
 __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
@@ -228,29 +221,21 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
       const int count = int(p.k - first < p.tile_values ? p.k - first : p.tile_values);
       const int chunks = count / kChunkValues;
       const int chunk0 = int(first / kChunkValues);
-      // Software pipeline: the loads of a lane's next kRounds chunks (per row: rounds r .. r +
-      // kRounds - 1, so a warp reads kRounds * 32 consecutive chunks of a row at once) are issued
-      // before the current ones are computed. Two register buffers, used alternately; chunks
-      // still go in increasing order.
-      constexpr int kRounds = kFamilyRoundsPerLoad<V, BITS>;
-      std::uint32_t wa[kRounds][ROWS][BITS], wb[kRounds][ROWS][BITS];
-      float sa[kRounds][ROWS], ba[kRounds][ROWS], sb[kRounds][ROWS], bb[kRounds][ROWS];
+      // Software pipeline: the next chunk's loads (per row) are issued before the current one is
+      // computed. Two register buffers, used alternately; chunks still go in increasing order.
+      std::uint32_t wa[ROWS][BITS], wb[ROWS][BITS];
+      float sa[ROWS], ba[ROWS], sb[ROWS], bb[ROWS];
+      auto load = [&](int c, std::uint32_t (&w)[ROWS][BITS], float (&sc)[ROWS], float (&bi)[ROWS]) {
+        const int g = (chunk0 + c) >> group_shift;
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r) {
+          load_chunk<BITS>(wrow[r] + std::int64_t(chunk0 + c) * (4 * BITS), w[r]);
+          sc[r] = load_param<PARAM>(p.scales, prow[r] + g, p.dtype);
+          bi[r] = load_param<PARAM>(p.biases, prow[r] + g, p.dtype);
+        }
+      };
       // This warp's run of chunks: all of them without a split (one tile then, if split > 1).
       const int c_end = chunks < 32 * part_rounds * (part + 1) ? chunks : 32 * part_rounds * (part + 1);
-      auto load = [&](int c, std::uint32_t (&w)[kRounds][ROWS][BITS], float (&sc)[kRounds][ROWS],
-                      float (&bi)[kRounds][ROWS]) {
-#pragma unroll
-        for (int r = 0; r < ROWS; ++r)
-#pragma unroll
-          for (int i = 0; i < kRounds; ++i) {
-            const int ci = c + 32 * i;
-            if (i > 0 && ci >= c_end) continue;
-            const int g = (chunk0 + ci) >> group_shift;
-            load_chunk<BITS>(wrow[r] + std::int64_t(chunk0 + ci) * (4 * BITS), w[i][r]);
-            sc[i][r] = load_param<PARAM>(p.scales, prow[r] + g, p.dtype);
-            bi[i][r] = load_param<PARAM>(p.biases, prow[r] + g, p.dtype);
-          }
-      };
       int c = active ? lane + 32 * part_rounds * part : c_end;
       if (c < c_end) load(c, wa, sa, ba);  // in flight while the tile is staged
       if (tiles > 1 || trip == 0) {
@@ -259,31 +244,25 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
         stage_lifted<BITS, V>(lifted, facts, p.tile_values, p, v0, first, count);
         __syncthreads();
       }
-      auto step = [&](const std::uint32_t (&w)[kRounds][ROWS][BITS], const float (&sc)[kRounds][ROWS],
-                      const float (&bi)[kRounds][ROWS], int c) {
+      auto step = [&](const std::uint32_t (&w)[ROWS][BITS], const float (&sc)[ROWS], const float (&bi)[ROWS],
+                      int c) {
+        if (V > 1 || part == 0) {
+          chunk_step<BITS, V, ROWS>(w, sc, bi, lifted, vector_stride, facts, tile_chunks, c, total);
+        } else if constexpr (V == 1) {
+          float folded[ROWS][V];
+          chunk_step<BITS, V, ROWS, true>(w, sc, bi, lifted, vector_stride, facts, tile_chunks, c, folded);
 #pragma unroll
-        for (int i = 0; i < kRounds; ++i) {
-          const int ci = c + 32 * i;
-          if (i > 0 && ci >= c_end) break;
-          if (V > 1 || part == 0) {
-            chunk_step<BITS, V, ROWS>(w[i], sc[i], bi[i], lifted, vector_stride, facts, tile_chunks, ci, total);
-          } else if constexpr (V == 1) {
-            float folded[ROWS][V];
-            chunk_step<BITS, V, ROWS, true>(w[i], sc[i], bi[i], lifted, vector_stride, facts, tile_chunks, ci, folded);
-#pragma unroll
-            for (int r = 0; r < ROWS; ++r) park[((ci / 32 - part_rounds) * ROWS + r) * 32 + lane] = folded[r][0];
-          }
+          for (int r = 0; r < ROWS; ++r) park[((c / 32 - part_rounds) * ROWS + r) * 32 + lane] = folded[r][0];
         }
       };
-      constexpr int kStride = 32 * kRounds;
       while (c < c_end) {
-        if (c + kStride < c_end) load(c + kStride, wb, sb, bb);
+        if (c + 32 < c_end) load(c + 32, wb, sb, bb);
         step(wa, sa, ba, c);
-        c += kStride;
+        c += 32;
         if (c >= c_end) break;
-        if (c + kStride < c_end) load(c + kStride, wa, sa, ba);
+        if (c + 32 < c_end) load(c + 32, wa, sa, ba);
         step(wb, sb, bb, c);
-        c += kStride;
+        c += 32;
       }
     }
     if (split > 1) {  // the same for every warp of the block

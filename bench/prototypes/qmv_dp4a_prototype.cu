@@ -13,7 +13,10 @@
 #include <random>
 #include <algorithm>
 
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("CUDA %s at %d\n", cudaGetErrorString(e_), __LINE__); exit(1);} } while (0)
+#include <cstring>
+
+#include "prototype_common.cuh"
+
 
 constexpr int kThreads = 256, kWarps = 8;
 
@@ -174,24 +177,6 @@ __global__ void read_kernel(const uint4* data, size_t count, unsigned* sink) {
   if (acc == 0x9e3779b9u) *sink = acc;
 }
 
-template <typename F>
-float time_us(F&& launch, int copies) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b));
-  for (int i = 0; i < 2 * copies; ++i) launch(i % copies);
-  std::vector<float> t;
-  for (int rep = 0; rep < 15; ++rep) {
-    CK(cudaEventRecord(a));
-    for (int i = 0; i < 4 * copies; ++i) launch(i % copies);
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    float ms; CK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms * 1000 / (4 * copies));
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
 static uint16_t to_bf16(float f) { uint32_t u; memcpy(&u, &f, 4); return uint16_t((u + 0x7fff + ((u >> 16) & 1)) >> 16); }
 static float from_bf16(uint16_t h) { uint32_t u = uint32_t(h) << 16; float f; memcpy(&f, &u, 4); return f; }
 
@@ -209,25 +194,25 @@ void run(int n, int k, const char* name) {
   for (int i = 0; i < k; ++i) hx[i] = to_bf16(nd(rng) * (i % 97 == 0 ? 30.f : 1.f));
   std::vector<uint8_t*> dw(copies);
   uint16_t *ds, *db, *dx; float* dy;
-  for (auto& p : dw) { CK(cudaMalloc(&p, wbytes)); CK(cudaMemcpy(p, hw.data(), wbytes, cudaMemcpyHostToDevice)); }
-  CK(cudaMalloc(&ds, pcount * 2)); CK(cudaMalloc(&db, pcount * 2)); CK(cudaMalloc(&dx, k * 2)); CK(cudaMalloc(&dy, n * 4));
-  CK(cudaMemcpy(ds, hs.data(), pcount * 2, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(db, hb.data(), pcount * 2, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(dx, hx.data(), k * 2, cudaMemcpyHostToDevice));
+  for (auto& p : dw) { PROTOTYPE_CHECK(cudaMalloc(&p, wbytes)); PROTOTYPE_CHECK(cudaMemcpy(p, hw.data(), wbytes, cudaMemcpyHostToDevice)); }
+  PROTOTYPE_CHECK(cudaMalloc(&ds, pcount * 2)); PROTOTYPE_CHECK(cudaMalloc(&db, pcount * 2)); PROTOTYPE_CHECK(cudaMalloc(&dx, k * 2)); PROTOTYPE_CHECK(cudaMalloc(&dy, n * 4));
+  PROTOTYPE_CHECK(cudaMemcpy(ds, hs.data(), pcount * 2, cudaMemcpyHostToDevice));
+  PROTOTYPE_CHECK(cudaMemcpy(db, hb.data(), pcount * 2, cudaMemcpyHostToDevice));
+  PROTOTYPE_CHECK(cudaMemcpy(dx, hx.data(), k * 2, cudaMemcpyHostToDevice));
   const size_t smem = size_t(k / 32) * 96 + size_t(k / 32) * 8;
   auto kern = qmv_dp4a<ROWS, DIGITS>;
-  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  PROTOTYPE_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   int per_sm = 0, sms = 0;
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, kThreads, smem));
-  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  cudaFuncAttributes attr; CK(cudaFuncGetAttributes(&attr, kern));
+  PROTOTYPE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, kThreads, smem));
+  PROTOTYPE_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  cudaFuncAttributes attr; PROTOTYPE_CHECK(cudaFuncGetAttributes(&attr, kern));
   const int tasks = n / ROWS;
   const int grid = std::min(per_sm * sms, (tasks + kWarps - 1) / kWarps);
   auto launch = [&](int i) { kern<<<grid, kThreads, smem>>>(dw[i], ds, db, dx, dy, n, k); };
   launch(0);
-  CK(cudaDeviceSynchronize());
+  PROTOTYPE_CHECK(cudaDeviceSynchronize());
   std::vector<float> hy(n);
-  CK(cudaMemcpy(hy.data(), dy, n * 4, cudaMemcpyDeviceToHost));
+  PROTOTYPE_CHECK(cudaMemcpy(hy.data(), dy, n * 4, cudaMemcpyDeviceToHost));
   double worst = 0;
   for (int r = 0; r < n; r += std::max(1, n / 512)) {
     double acc = 0, mag = 0;
@@ -239,7 +224,7 @@ void run(int n, int k, const char* name) {
     }
     worst = std::max(worst, std::fabs(acc - hy[r]) / mag);
   }
-  const float us = time_us(launch, copies);
+  const float us = median_launch_us(launch, copies);
   printf("%-10s %6d x %5d rows %d digits %d: %7.1f us  %7.1f GB/s  regs %d  blocks/SM %d  max err/sum|xw| %.3g\n", name, n, k,
          ROWS, DIGITS, us, bytes / us * 1e-3, attr.numRegs, per_sm, worst);
   for (auto p : dw) cudaFree(p);
@@ -250,9 +235,9 @@ int main() {
   {
     const size_t bytes = size_t(2) << 30;
     uint4* d; unsigned* s;
-    CK(cudaMalloc(&d, bytes)); CK(cudaMalloc(&s, 4)); CK(cudaMemset(d, 0x5a, bytes));
-    int sms; CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-    int per_sm; CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, read_kernel, 512, 0));
+    PROTOTYPE_CHECK(cudaMalloc(&d, bytes)); PROTOTYPE_CHECK(cudaMalloc(&s, 4)); PROTOTYPE_CHECK(cudaMemset(d, 0x5a, bytes));
+    int sms; PROTOTYPE_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    int per_sm; PROTOTYPE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, read_kernel, 512, 0));
     cudaEvent_t a, b; cudaEventCreate(&a); cudaEventCreate(&b);
     std::vector<float> t;
     for (int i = 0; i < 12; ++i) {

@@ -12,23 +12,11 @@
 //
 // Build: nvcc -O3 -std=c++20 -gencode arch=compute_90a,code=sm_90a -o pattern FILE
 // Run: ./pattern [N K] (defaults: 28672 8192, then 262144 3840); prints µs and % of the read.
-#include <cuda_runtime.h>
-
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
 
-#define CHECK(x)                                                                       \
-  do {                                                                                 \
-    cudaError_t e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                           \
-      std::printf("CUDA error %s at line %d\n", cudaGetErrorString(e_), __LINE__);     \
-      std::exit(1);                                                                    \
-    }                                                                                  \
-  } while (0)
+#include "prototype_common.cuh"
+
 
 constexpr int kThreads = 256, kWarps = 8, kGroup = 64;
 
@@ -95,29 +83,6 @@ __global__ void stream_kernel(const uint4* data, std::size_t count, unsigned* si
   if (acc == 0x9e3779b9u) *sink = acc;
 }
 
-// Median microseconds per launch over 15 timed passes of 4 rotations through the copies.
-template <typename Launch>
-float median_us(Launch&& launch, int copies) {
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < 2 * copies; ++i) launch(i % copies);
-  std::vector<float> t;
-  for (int rep = 0; rep < 15; ++rep) {
-    CHECK(cudaEventRecord(a));
-    for (int i = 0; i < 4 * copies; ++i) launch(i % copies);
-    CHECK(cudaEventRecord(b));
-    CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms * 1000.0f / float(4 * copies));
-  }
-  std::sort(t.begin(), t.end());
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return t[t.size() / 2];
-}
-
 struct Problem {
   int n, k, copies;
   std::size_t weight_bytes, param_count;
@@ -130,14 +95,14 @@ template <int ROWS, int ROUNDS, bool PARAMS>
 void time_pattern(const Problem& p, float stream_us, const char* name) {
   auto kernel = pattern_kernel<ROWS, ROUNDS, PARAMS>;
   int per_sm = 0, sms = 0;
-  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
-  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  PROTOTYPE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
+  PROTOTYPE_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   per_sm = std::min(per_sm, 2);  // qmv's occupancy
   const int tasks = p.n / ROWS;
   const int grid = std::min(per_sm * sms, tasks);
-  const float us = median_us(
+  const float us = median_launch_us(
       [&](int i) { kernel<<<grid, kThreads>>>(p.packed[i], p.scales, p.biases, p.n, p.k, p.sink); }, p.copies);
-  CHECK(cudaGetLastError());
+  PROTOTYPE_CHECK(cudaGetLastError());
   std::printf("  %-34s %8.1f us  %5.1f %% of the streaming read of the same bytes\n", name, us, 100.0 * stream_us / us);
 }
 
@@ -147,19 +112,19 @@ void run(int n, int k) {
   p.copies = std::max(2, int(std::ceil(240e6 / bytes)));
   for (int i = 0; i < p.copies; ++i) {
     uint4* w = nullptr;
-    CHECK(cudaMalloc(&w, p.weight_bytes));
-    CHECK(cudaMemset(w, 0x5a + i, p.weight_bytes));
+    PROTOTYPE_CHECK(cudaMalloc(&w, p.weight_bytes));
+    PROTOTYPE_CHECK(cudaMemset(w, 0x5a + i, p.weight_bytes));
     p.packed.push_back(w);
   }
-  CHECK(cudaMalloc(&p.scales, p.param_count * 2));
-  CHECK(cudaMalloc(&p.biases, p.param_count * 2));
-  CHECK(cudaMemset(p.scales, 0x3c, p.param_count * 2));
-  CHECK(cudaMemset(p.biases, 0x3c, p.param_count * 2));
-  CHECK(cudaMalloc(&p.sink, 4));
+  PROTOTYPE_CHECK(cudaMalloc(&p.scales, p.param_count * 2));
+  PROTOTYPE_CHECK(cudaMalloc(&p.biases, p.param_count * 2));
+  PROTOTYPE_CHECK(cudaMemset(p.scales, 0x3c, p.param_count * 2));
+  PROTOTYPE_CHECK(cudaMemset(p.biases, 0x3c, p.param_count * 2));
+  PROTOTYPE_CHECK(cudaMalloc(&p.sink, 4));
   int per_sm = 0, sms = 0;
-  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, stream_kernel, 512, 0));
-  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  const float stream_us = median_us(
+  PROTOTYPE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, stream_kernel, 512, 0));
+  PROTOTYPE_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const float stream_us = median_launch_us(
       [&](int i) { stream_kernel<<<per_sm * sms, 512>>>(p.packed[i], p.weight_bytes / 16, p.sink); }, p.copies);
   std::printf("%d x %d, 4-bit g64: streaming read of the %.1f MB of weights %.1f us (%.0f GB/s)\n", n, k,
               p.weight_bytes / 1e6, stream_us, p.weight_bytes / stream_us * 1e-3);

@@ -20,8 +20,10 @@
 
 constexpr int kThreads = 256, kWarps = 8, kGroup = 64;
 
-template <int ROWS, int ROUNDS, bool PARAMS>
-__global__ void __launch_bounds__(kThreads, 2)
+// INTERLEAVED reads a repacked layout: a task's rows interleaved by round (round i of rows 0..ROWS-1
+// adjacent, the last partial round compacted), so a warp-round reads ROWS * 512 contiguous bytes.
+template <int ROWS, int ROUNDS, bool PARAMS, bool INTERLEAVED = false>
+__global__ void __launch_bounds__(kThreads, 1)
     pattern_kernel(const uint4* packed, const uint16_t* scales, const uint16_t* biases, int n, int k, unsigned* sink) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int tasks = n / ROWS, chunks = k / 32, groups = k / kGroup;
@@ -32,7 +34,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     int prow[ROWS];
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
-      rows[r] = packed + std::size_t(task * ROWS + r) * row_chunks;
+      rows[r] = INTERLEAVED ? packed + std::size_t(task) * ROWS * row_chunks
+                            : packed + std::size_t(task * ROWS + r) * row_chunks;
       prow[r] = (task * ROWS + r) * groups;
       asm("" : "+l"(rows[r]), "+r"(prow[r]));
     }
@@ -45,7 +48,12 @@ __global__ void __launch_bounds__(kThreads, 2)
         for (int i = 0; i < ROUNDS; ++i) {
           const int ci = c + 32 * i;
           if (i > 0 && ci >= chunks) continue;
-          w[i][r] = __ldcs(rows[r] + ci);
+          if constexpr (INTERLEAVED) {
+            const int round = ci >> 5, width = min(32, chunks - 32 * round);
+            w[i][r] = __ldcs(rows[r] + round * 32 * ROWS + r * width + (ci & 31));
+          } else {
+            w[i][r] = __ldcs(rows[r] + ci);
+          }
           pr[i][r] = PARAMS ? unsigned(scales[prow[r] + ci / 2]) ^ (unsigned(biases[prow[r] + ci / 2]) << 16) : 0u;
         }
     };
@@ -73,10 +81,20 @@ __global__ void __launch_bounds__(kThreads, 2)
   if (acc == 0x9e3779b9u) *sink = acc;  // keeps the loads; practically never stores
 }
 
+// As src/cuda/read_ceiling.cu: UNROLL loads in flight per thread (1 is the plain grid-stride read).
+template <int UNROLL>
 __global__ void stream_kernel(const uint4* data, std::size_t count, unsigned* sink) {
   const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
   unsigned acc = 0;
-  for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
+  std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i + (UNROLL - 1) * stride < count; i += UNROLL * stride) {
+    uint4 v[UNROLL];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) v[u] = __ldcs(data + i + u * stride);
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  for (; i < count; i += stride) {
     const uint4 v = __ldcs(data + i);
     acc ^= v.x ^ v.y ^ v.z ^ v.w;
   }
@@ -91,19 +109,22 @@ struct Problem {
   unsigned* sink;
 };
 
-template <int ROWS, int ROUNDS, bool PARAMS>
-void time_pattern(const Problem& p, float stream_us, const char* name) {
-  auto kernel = pattern_kernel<ROWS, ROUNDS, PARAMS>;
+// blocks_per_sm: 2 is qmv's occupancy.
+template <int ROWS, int ROUNDS, bool PARAMS, bool INTERLEAVED = false>
+void time_pattern(const Problem& p, float stream_us, const char* name, int blocks_per_sm = 2) {
+  auto kernel = pattern_kernel<ROWS, ROUNDS, PARAMS, INTERLEAVED>;
   int per_sm = 0, sms = 0;
   PROTOTYPE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
   PROTOTYPE_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  per_sm = std::min(per_sm, 2);  // qmv's occupancy
+  per_sm = std::min(per_sm, blocks_per_sm);
   const int tasks = p.n / ROWS;
   const int grid = std::min(per_sm * sms, tasks);
   const float us = median_launch_us(
       [&](int i) { kernel<<<grid, kThreads>>>(p.packed[i], p.scales, p.biases, p.n, p.k, p.sink); }, p.copies);
   PROTOTYPE_CHECK(cudaGetLastError());
-  std::printf("  %-34s %8.1f us  %5.1f %% of the streaming read of the same bytes\n", name, us, 100.0 * stream_us / us);
+  const int trips = (tasks + grid * kWarps - 1) / (grid * kWarps);
+  std::printf("  %-44s %d/SM %2d trips (%4.1f %% full) %8.1f us  %5.1f %% of the streaming read of the same bytes\n", name, per_sm, trips,
+              100.0 * tasks / (double(trips) * grid * kWarps), us, 100.0 * stream_us / us);
 }
 
 void run(int n, int k) {
@@ -122,17 +143,28 @@ void run(int n, int k) {
   PROTOTYPE_CHECK(cudaMemset(p.biases, 0x3c, p.param_count * 2));
   PROTOTYPE_CHECK(cudaMalloc(&p.sink, 4));
   int per_sm = 0, sms = 0;
-  PROTOTYPE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, stream_kernel, 512, 0));
+  PROTOTYPE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, stream_kernel<4>, 512, 0));
   PROTOTYPE_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const float plain_us = median_launch_us(
+      [&](int i) { stream_kernel<1><<<per_sm * sms, 512>>>(p.packed[i], p.weight_bytes / 16, p.sink); }, p.copies);
   const float stream_us = median_launch_us(
-      [&](int i) { stream_kernel<<<per_sm * sms, 512>>>(p.packed[i], p.weight_bytes / 16, p.sink); }, p.copies);
-  std::printf("%d x %d, 4-bit g64: streaming read of the %.1f MB of weights %.1f us (%.0f GB/s)\n", n, k,
-              p.weight_bytes / 1e6, stream_us, p.weight_bytes / stream_us * 1e-3);
+      [&](int i) { stream_kernel<4><<<per_sm * sms, 512>>>(p.packed[i], p.weight_bytes / 16, p.sink); }, p.copies);
+  std::printf("%d x %d, 4-bit g64: streaming read of the %.1f MB of weights %.1f us (%.0f GB/s; one load in flight "
+              "per thread: %.1f us); percentages below are of the former\n",
+              n, k, p.weight_bytes / 1e6, stream_us, p.weight_bytes / stream_us * 1e-3, plain_us);
   time_pattern<4, 1, true>(p, stream_us, "qmv's pattern: 4 rows, 512 B, params");
   time_pattern<4, 1, false>(p, stream_us, "4 rows, 512 B, no params");
+  time_pattern<4, 1, true>(p, stream_us, "4 rows, 512 B, params", 3);
+  time_pattern<4, 1, true>(p, stream_us, "4 rows, 512 B, params", 4);
+  time_pattern<4, 1, true, true>(p, stream_us, "4 rows interleaved (2 KB), params");
+  time_pattern<4, 1, true, true>(p, stream_us, "4 rows interleaved (2 KB), params", 4);
+  time_pattern<4, 2, true>(p, stream_us, "4 rows, 1 KB batches, params");
+  time_pattern<4, 4, false>(p, stream_us, "4 rows, 2 KB batches, no params");
   time_pattern<2, 2, true>(p, stream_us, "2 rows, 1 KB batches, params");
   time_pattern<2, 2, false>(p, stream_us, "2 rows, 1 KB batches, no params");
+  time_pattern<2, 1, true>(p, stream_us, "2 rows, 512 B, params", 4);
   time_pattern<1, 4, false>(p, stream_us, "1 row, 2 KB batches, no params");
+  time_pattern<1, 2, true>(p, stream_us, "1 row, 1 KB batches, params", 4);
   time_pattern<8, 1, false>(p, stream_us, "8 rows, 512 B, no params");
   for (auto w : p.packed) cudaFree(w);
   cudaFree(p.scales);
@@ -145,7 +177,10 @@ int main(int argc, char** argv) {
     run(std::atoi(argv[1]), std::atoi(argv[2]));
   } else {
     run(28672, 8192);
+    run(25344, 8192);  // 3 whole trips of 4-row tasks at 2 blocks of 8 warps on 132 SMs
     run(262144, 3840);
+    run(15360, 3840);
+    run(3840, 15360);
   }
   return 0;
 }

@@ -126,6 +126,28 @@ TEST(CudaQmv, EqualsCpuMirrorOnShapes) {
     }
 }
 
+// Several trips of tasks over the resident warps, the last one partial: qmv splits that trip's K
+// over 2 or 4 warps and replays the parts in order. Sized for the H200 (2112 warps of 4-row tasks
+// at 4 bits, of 2-row tasks at 8): remainders of 801 tasks (split 2), 301 and 501 (split 4); on
+// another GPU they are other remainders of the same kind. K has a partial last round.
+TEST(CudaQmv, EqualsCpuMirrorWithSplitLastTrip) {
+  REQUIRE_GPU();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  struct Case {
+    int bits;
+    std::int64_t n, k;
+  };
+  for (Case c : {Case{4, 4 * (2112 + 800) + 3, 4416}, Case{4, 4 * (2 * 2112 + 300) + 1, 4416},
+                 Case{8, 2 * (2112 + 500) + 1, 2048 + 96}, Case{3, 4 * (2112 + 1000), 8192}})
+    for (std::int64_t m : {1, 2}) {
+      SCOPED_TRACE("bits " + std::to_string(c.bits) + " N " + std::to_string(c.n) + " K " + std::to_string(c.k) +
+                   " M " + std::to_string(m));
+      const Problem p = make_problem(c.n, c.k, c.bits, 32, DType::f16, m, seed + std::uint64_t(c.n + m));
+      EXPECT_EQ(differing(run_gpu(Kernel::qmv, p, p.x, m), run_cpu(Kernel::qmv, p, p.x, m)), 0);
+    }
+}
+
 // Block of M == M single-vector calls == qmv, for every streamed width; qmv_wide (another
 // order) must differ from qmv on the same data, or the check proved nothing.
 TEST(CudaQmv, WidthInvariantWithNegativeControl) {

@@ -21,10 +21,10 @@ for spec in "4 64 bf16 4096 3840" "8 128 f16 1031 4096" "4 32 f16 517 8192" "8 6
     --bits "$b" --group "$g" --dtype "$d" --m-max 64 --seeds 1 --json "$out/parity_${b}b_g${g}_${d}.json" >>"$out/parity.log" 2>&1
   echo "parity exit $?: $(tail -1 "$out/parity.log" | cut -c1-150)"
 done
-# Several trips over the resident warps with a partial last one (qmv splits its K), N odd.
+# Several trips over the resident warps with a partial last one, N odd.
 "$bin/exactq" parity --backend cuda --against cpu --kernels qmv,qmv_streamed,qmv_wide --n 11651 --k 4416 --bits 4 \
   --group 64 --dtype bf16 --m-max 6 --seeds 1 >>"$out/parity.log" 2>&1
-echo "parity (split last trip) exit $?: $(tail -1 "$out/parity.log" | cut -c1-150)"
+echo "parity (several trips) exit $?: $(tail -1 "$out/parity.log" | cut -c1-150)"
 # The same bytes with launches overlapped (a numerically irrelevant option).
 "$bin/exactq" parity --backend cuda --against cpu --kernels qmv,qmv_streamed,qmv_wide --n 1031 --k 8192 --bits 4 \
   --group 64 --dtype bf16 --m-max 24 --seeds 1 --overlap-launch >>"$out/parity.log" 2>&1

@@ -38,18 +38,16 @@ void launch_family(const QuantizedMatrixView& w, const void* x, std::int64_t vec
   QmvParams p{w.packed.data(), w.scales.data(), w.biases.data(), x, y, w.n, w.k, 0, w.group, family_tile(w.k, V),
               w.dtype, 1};
   const std::int64_t tasks = (w.n + ROWS - 1) / ROWS;
-  // qmv with one K tile: when the last trip over the resident warps is partial, split each of its
-  // tasks' K over 2 or 4 warps, as many as its tasks leave room for (qmv_family_kernel replays
-  // the parts in order). A choice from N, K and the device only.
+  // qmv with one K tile and fewer tasks than resident warps: split each task's K over 2 or 4
+  // warps (qmv_family_kernel replays the parts in order). A choice from N, K and the device only.
   p.split = 1;
   if constexpr (V == 1) {
     for (int s = EXACTQ_QMV_SPLIT_MAX; s >= 2 && p.split == 1; s /= 2) {
       if (w.k > p.tile_values || family_rounds(w.k) < s) continue;
       const std::size_t with_park = family_shared_bytes(1, p.tile_values) + split_park_bytes(s, ROWS, w.k);
-      const std::int64_t resident = std::int64_t(family_blocks_per_sm<BITS, V, ROWS, PARAM>(with_park)) * sm_count();
-      const std::int64_t slots = (tasks < resident ? tasks : resident) * kWarps;  // the kernel's grid, as below
-      const std::int64_t last_trip = tasks % slots;
-      if (last_trip > 0 && last_trip * s <= slots) p.split = s;
+      const std::int64_t warps =
+          std::int64_t(family_blocks_per_sm<BITS, V, ROWS, PARAM>(with_park)) * sm_count() * kWarps;
+      if (tasks * s <= warps) p.split = s;
     }
   }
   const std::size_t smem = family_shared_bytes(V, p.tile_values) + split_park_bytes(p.split, ROWS, w.k);

@@ -174,30 +174,26 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
   // one task per warp. Every warp runs the same number of trips because staging synchronises
   // the block; a warp without a task in a trip only helps stage.
   //
-  // With a K split (qmv, one K tile), the last trip is split: when it has at most W / split
-  // tasks, `split` consecutive warps share each of its tasks, warp `part` computing the part-th
-  // run of rounds, instead of a few warps taking whole tasks while the others idle (28672 rows
-  // are 3.4 trips of 4-row tasks on 132 SMs). Part 0 adds its chunks into the lanes' chains as
-  // usual; the others park each chunk's folded value in shared memory, and part 0 then adds
-  // those in increasing round, so every lane's chain, and so every bit, is unchanged. With fewer
-  // tasks than W / split, that trip is the only one.
+  // With a K split (qmv, one tile, fewer tasks than warps), `split` consecutive warps share a
+  // task: warp `part` computes the part-th run of rounds. Part 0 adds its chunks into the lanes'
+  // chains as usual; the others park each chunk's folded value in shared memory, and part 0
+  // then adds those in increasing round, so every lane's chain, and so every bit, is unchanged.
+  const int split = V == 1 ? p.split : 1;
+  const int part = warp % split;
   const std::int64_t tasks = (p.n + ROWS - 1) / ROWS;
-  const std::int64_t slots = std::int64_t(gridDim.x) * kWarps;  // tasks per unsplit trip
-  const int tail_split = V == 1 ? p.split : 1;
-  const std::int64_t whole_trips = tail_split > 1 ? tasks / slots : (tasks + slots - 1) / slots;
-  const std::int64_t trips = whole_trips + (tasks > whole_trips * slots ? 1 : 0);
+  const std::int64_t warps_total = std::int64_t(gridDim.x) * (kWarps / split);  // task slots per trip
+  const std::int64_t trips = (tasks + warps_total - 1) / warps_total;
+  const std::int64_t my_first_task = std::int64_t(warp / split) * gridDim.x + blockIdx.x;
   const int rounds_total = family_rounds(p.k);
+  const int part_rounds = (rounds_total + split - 1) / split;
+  float* park = reinterpret_cast<float*>(facts + V * tile_chunks) +
+                std::size_t(warp / split) * std::size_t(rounds_total - part_rounds) * ROWS * 32;
   // The next launch on the stream may take the SM slots this grid frees; it waits for this grid
   // to finish before it touches x or y (wait_for_previous_grid below).
   let_next_grid_start();
 
   for (std::int64_t trip = 0; trip < trips; ++trip) {
-    const int split = trip == whole_trips ? tail_split : 1;  // the same for every warp of the grid
-    const int part = warp % split;
-    const int part_rounds = (rounds_total + split - 1) / split;
-    const std::int64_t task = trip * slots + std::int64_t(warp / split) * gridDim.x + blockIdx.x;
-    float* park = reinterpret_cast<float*>(facts + V * tile_chunks) +
-                  std::size_t(warp / split) * std::size_t(rounds_total - part_rounds) * ROWS * 32;
+    const std::int64_t task = my_first_task + trip * warps_total;
     const bool active = task < tasks;
     const std::int64_t row0 = task * ROWS;
     // Rows past N read row N-1 and are never written. Group parameters are indexed with 32 bits

@@ -145,30 +145,12 @@ __device__ __forceinline__ void chunk_step(const std::uint32_t (&w)[ROWS][BITS],
   }
 }
 
-// A row's 16-bit scale (low half) and bias (high half) of group parameter i, as loaded.
-__device__ __forceinline__ unsigned pack_param_bits(const void* scales, const void* biases, int i) {
-  return unsigned(static_cast<const unsigned short*>(scales)[i]) |
-         (unsigned(static_cast<const unsigned short*>(biases)[i]) << 16);
-}
-
 // Blocks per SM the register budget is sized for: 2 (128 registers) up to V = 5, 1 from V = 6 on.
 // qmv's 2-row kernels (5, 6, 8 bits) at 2 blocks per SM: at 3 (80 registers) they spilled 20-92
 // bytes, and 8-bit 28672x8192 took 79.8 us instead of 62.0 us. A -D knob for tuning.
 #ifndef EXACTQ_QMV_TWO_ROW_BLOCKS
 #define EXACTQ_QMV_TWO_ROW_BLOCKS 2
 #endif
-// Register buffers of the load pipeline (qmv only; qmv_streamed keeps two). A -D knob for tuning.
-#ifndef EXACTQ_QMV_SLIM_ROWS  // a -D knob: 1 keeps one row base per task instead of ROWS
-#define EXACTQ_QMV_SLIM_ROWS 0
-#endif
-#ifndef EXACTQ_QMV_PACKED_PARAMS  // a -D knob: 1 keeps 16-bit scale and bias in one register
-#define EXACTQ_QMV_PACKED_PARAMS 0
-#endif
-#ifndef EXACTQ_QMV_STAGES
-#define EXACTQ_QMV_STAGES 2
-#endif
-template <int V>
-inline constexpr int kFamilyStages = V == 1 ? EXACTQ_QMV_STAGES : 2;
 template <int V, int ROWS>
 inline constexpr int kFamilyMinBlocks = V >= 6 ? 1 : (V == 1 && ROWS <= 2 ? EXACTQ_QMV_TWO_ROW_BLOCKS : 2);
 
@@ -216,12 +198,6 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
     const std::int64_t row0 = task * ROWS;
     // Rows past N read row N-1 and are never written. Group parameters are indexed with 32 bits
     // (the launcher checks N * K / group < 2^31); weights with a 64-bit row base.
-#if EXACTQ_QMV_SLIM_ROWS
-    // One base per task; row r's offset computed at each load (rows past N read row N-1).
-    const int last_row = int(p.n - 1 - row0 < ROWS - 1 ? p.n - 1 - row0 : ROWS - 1);
-    const std::uint8_t* wbase = p.packed + (row0 < p.n ? row0 : p.n - 1) * row_bytes;
-    const int pbase = int((row0 < p.n ? row0 : p.n - 1) * groups);
-#else
     const std::uint8_t* wrow[ROWS];
     int prow[ROWS];
 #pragma unroll
@@ -234,7 +210,6 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
       // two chunks of 4 rows in the SASS, 43.4 instead of 45.3 us on 28672x8192.
       asm("" : "+l"(wrow[r]), "+r"(prow[r]));
     }
-#endif
     float total[ROWS][V];
 #pragma unroll
     for (int r = 0; r < ROWS; ++r)
@@ -246,64 +221,31 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
       const int count = int(p.k - first < p.tile_values ? p.k - first : p.tile_values);
       const int chunks = count / kChunkValues;
       const int chunk0 = int(first / kChunkValues);
-      // Software pipeline: the loads of a lane's next STAGES - 1 chunks (per row) are in flight
-      // while the current one is computed, in a ring of register buffers whose indices are
-      // compile-time constants (the loop below is unrolled by STAGES). Chunks still go in
-      // increasing order.
-      constexpr int kStages = kFamilyStages<V>;
-      // With packed parameters a buffer holds a row's 16-bit scale and bias in one register
-      // (sbuf, as bits; bbuf unused), widened when the chunk is computed.
-      constexpr bool kPackParams = EXACTQ_QMV_PACKED_PARAMS && V == 1 && PARAM != kRuntimeDtype && PARAM != int(DType::f32);
-      std::uint32_t wbuf[kStages][ROWS][BITS];
-      float sbuf[kStages][ROWS], bbuf[kStages][ROWS];
+      // Software pipeline: the next chunk's loads (per row) are issued before the current one is
+      // computed. Two register buffers, used alternately; chunks still go in increasing order.
+      std::uint32_t wa[ROWS][BITS], wb[ROWS][BITS];
+      float sa[ROWS], ba[ROWS], sb[ROWS], bb[ROWS];
       auto load = [&](int c, std::uint32_t (&w)[ROWS][BITS], float (&sc)[ROWS], float (&bi)[ROWS]) {
         const int g = (chunk0 + c) >> group_shift;
 #pragma unroll
         for (int r = 0; r < ROWS; ++r) {
-#if EXACTQ_QMV_SLIM_ROWS
-          const int rr = r < last_row ? r : last_row;
-          load_chunk<BITS>(wbase + rr * row_bytes + std::int64_t(chunk0 + c) * (4 * BITS), w[r]);
-          if constexpr (kPackParams) {
-            sc[r] = __uint_as_float(pack_param_bits(p.scales, p.biases, pbase + rr * int(groups) + g));
-          } else {
-            sc[r] = load_param<PARAM>(p.scales, pbase + rr * int(groups) + g, p.dtype);
-            bi[r] = load_param<PARAM>(p.biases, pbase + rr * int(groups) + g, p.dtype);
-          }
-#else
           load_chunk<BITS>(wrow[r] + std::int64_t(chunk0 + c) * (4 * BITS), w[r]);
-          if constexpr (kPackParams) {
-            sc[r] = __uint_as_float(pack_param_bits(p.scales, p.biases, prow[r] + g));
-          } else {
-            sc[r] = load_param<PARAM>(p.scales, prow[r] + g, p.dtype);
-            bi[r] = load_param<PARAM>(p.biases, prow[r] + g, p.dtype);
-          }
-#endif
+          sc[r] = load_param<PARAM>(p.scales, prow[r] + g, p.dtype);
+          bi[r] = load_param<PARAM>(p.biases, prow[r] + g, p.dtype);
         }
       };
       // This warp's run of chunks: all of them without a split (one tile then, if split > 1).
       const int c_end = chunks < 32 * part_rounds * (part + 1) ? chunks : 32 * part_rounds * (part + 1);
-      const int c_first = active ? lane + 32 * part_rounds * part : c_end;
-#pragma unroll
-      for (int s = 0; s < kStages - 1; ++s)  // in flight while the tile is staged
-        if (c_first + 32 * s < c_end) load(c_first + 32 * s, wbuf[s], sbuf[s], bbuf[s]);
+      int c = active ? lane + 32 * part_rounds * part : c_end;
+      if (c < c_end) load(c, wa, sa, ba);  // in flight while the tile is staged
       if (tiles > 1 || trip == 0) {
         if (trip == 0 && tile == 0) wait_for_previous_grid();  // x may be the previous kernel's output
         __syncthreads();  // everyone is done with the previous tile
         stage_lifted<BITS, V>(lifted, facts, p.tile_values, p, v0, first, count);
         __syncthreads();
       }
-      auto step = [&](const std::uint32_t (&w)[ROWS][BITS], const float (&sc_in)[ROWS], const float (&bi_in)[ROWS],
+      auto step = [&](const std::uint32_t (&w)[ROWS][BITS], const float (&sc)[ROWS], const float (&bi)[ROWS],
                       int c) {
-        float sc[ROWS], bi[ROWS];
-#pragma unroll
-        for (int r = 0; r < ROWS; ++r) {
-          if constexpr (kPackParams) {
-            sc[r] = widen_half(__float_as_uint(sc_in[r]) & 0xffffu, DType(PARAM));
-            bi[r] = widen_half(__float_as_uint(sc_in[r]) >> 16, DType(PARAM));
-          } else {
-            sc[r] = sc_in[r], bi[r] = bi_in[r];
-          }
-        }
         if (V > 1 || part == 0) {
           chunk_step<BITS, V, ROWS>(w, sc, bi, lifted, vector_stride, facts, tile_chunks, c, total);
         } else if constexpr (V == 1) {
@@ -313,21 +255,14 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
           for (int r = 0; r < ROWS; ++r) park[((c / 32 - part_rounds) * ROWS + r) * 32 + lane] = folded[r][0];
         }
       };
-      for (int c0 = c_first; c0 < c_end; c0 += 32 * kStages) {
-        [&]<int... S>(std::integer_sequence<int, S...>) {
-          // Stage S computes chunk c0 + 32 S from buffer S after refilling buffer S - 1 (mod
-          // kStages) with the chunk kStages - 1 rounds ahead; it stops at the end of the run.
-          (
-              [&] {
-                constexpr int fill = (S + kStages - 1) % kStages;
-                const int c = c0 + 32 * S, ahead = c + 32 * (kStages - 1);
-                if (c >= c_end) return false;
-                if (ahead < c_end) load(ahead, wbuf[fill], sbuf[fill], bbuf[fill]);
-                step(wbuf[S], sbuf[S], bbuf[S], c);
-                return true;
-              }() &&
-              ...);
-        }(std::make_integer_sequence<int, kStages>{});
+      while (c < c_end) {
+        if (c + 32 < c_end) load(c + 32, wb, sb, bb);
+        step(wa, sa, ba, c);
+        c += 32;
+        if (c >= c_end) break;
+        if (c + 32 < c_end) load(c + 32, wa, sa, ba);
+        step(wb, sb, bb, c);
+        c += 32;
       }
     }
     if (split > 1) {  // the same for every warp of the block

@@ -79,7 +79,7 @@ inline constexpr int kRowStride = kStageRowBytes + 4 * BITS;  // padded: conflic
 template <int BITS>
 inline constexpr int kStageBytes = kMmaRows * kRowStride<BITS>;
 template <int BITS>
-inline constexpr int kChunksPerStage = kStageRowBytes / (4 * BITS);  // 4 at 4 bits, 2 at 8 bits
+inline constexpr int kChunksPerStage = kStageRowBytes / (4 * BITS);  // 8 at 4 bits, 4 at 8 bits
 
 // Shared memory: the staged activations [tile chunks][count vectors][4 lanes] x 16 B, the group
 // sums [tile groups][count vectors] f32, then the weight rings of the 8 warps. Only the pass's
@@ -245,9 +245,10 @@ __global__ void __launch_bounds__(kMmaThreads, 2) qmv_mma_kernel(const MmaParams
     // Lane (g, t) copies the 16-byte pieces t, t + 4, ... of rows g and g+8 of each stage.
     const std::uint8_t* src_lo = p.packed + rl * row_bytes + 16 * t;
     const std::uint8_t* src_hi = p.packed + rh * row_bytes + 16 * t;
-    auto issue = [&](int st) {
+    // Stage st goes to ring slot st % kMmaStages; callers pass the slot (counters, not divisions).
+    auto issue = [&](int st, int ring_slot) {
       if (active && st < stages_total) {
-        std::uint8_t* slot = ring + (st % kMmaStages) * kStageBytes<BITS>;
+        std::uint8_t* slot = ring + ring_slot * kStageBytes<BITS>;
         const std::int64_t off = std::int64_t(st) * kStageRowBytes;
 #pragma unroll
         for (int piece = 0; piece < kStageRowBytes / 64; ++piece) {  // pieces t, t + 4, ... of the row
@@ -282,39 +283,46 @@ __global__ void __launch_bounds__(kMmaThreads, 2) qmv_mma_kernel(const MmaParams
       }
     };
     auto park_window = [&](int window) {
-      std::uint16_t* to = params + (window % 2) * (kMmaRows * 2 * kWindowGroups) + lane * kWindowGroups;
+      std::uint16_t* to = params + (window & 1) * (kMmaRows * 2 * kWindowGroups) + lane * kWindowGroups;
 #pragma unroll
       for (int i = 0; i < kWindowGroups; i += 2)
         *reinterpret_cast<std::uint32_t*>(to + i) = std::uint32_t(pending[i]) | (std::uint32_t(pending[i + 1]) << 16);
     };
     // Parameter of group grp for a row (g or g + 8) and array (0 scales, 1 biases), from the buffer.
     auto param = [&](int grp, int row, int array) {
-      const int window = grp / kWindowGroups;
+      static_assert(kWindowGroups == 16, "windows are indexed with shifts and masks");
       const std::uint16_t raw =
-          params[(window % 2) * (kMmaRows * 2 * kWindowGroups) + (row * 2 + array) * kWindowGroups + grp % kWindowGroups];
+          params[((grp >> 4) & 1) * (kMmaRows * 2 * kWindowGroups) + (row * 2 + array) * kWindowGroups + (grp & 15)];
       return BF16 ? __uint_as_float(unsigned(raw) << 16) : __half2float(__ushort_as_half(raw));
     };
     float s_lo = 0, s_hi = 0, b_lo = 0, b_hi = 0;
     load_window(0);
 #pragma unroll
-    for (int st = 0; st < kMmaStages - 1; ++st) issue(st);
+    for (int st = 0; st < kMmaStages - 1; ++st) issue(st, st);
 
-    for (int st = 0; st < stages_total; ++st) {
+    // Counters instead of run-time divisions in the loop (each % or / by a run-time value is an
+    // IABS/I2F/MUFU/F2I sequence, and the SASS had six per stage): the stage's ring slot, its
+    // first chunk within the staged tile of x, and its place in the parameter window.
+    int read_slot = 0, tile_chunk0 = 0, window_stage = 0, window = 0;
+    for (int st = 0; st < stages_total; ++st, tile_chunk0 += kCps) {
       const int c0 = st * kCps;
-      if (c0 % tile_chunks == 0 && (restage || trip == 0)) {
+      if (tile_chunk0 == tile_chunks) tile_chunk0 = 0;
+      if (tile_chunk0 == 0 && (restage || trip == 0)) {
         __syncthreads();
         const std::int64_t first = std::int64_t(c0) * 32;
         const int values = int(p.k - first < p.tile_values ? p.k - first : p.tile_values);
         stage_mma_x(xs, sums, p, v0, count, first, values);
       }
-      issue(st + kMmaStages - 1);
-      if (st % stages_per_window == 0) {  // a window starts: park its parameters, load the next's
-        park_window(st / stages_per_window);
-        load_window(st / stages_per_window + 1);
+      issue(st + kMmaStages - 1, read_slot == 0 ? kMmaStages - 1 : read_slot - 1);
+      if (window_stage == 0) {  // a window starts: park its parameters, load the next's
+        park_window(window);
+        load_window(window + 1);
       }
+      if (++window_stage == stages_per_window) window_stage = 0, ++window;
       wait_async_copies<kMmaStages - 1>();
       __syncwarp();  // the stage was copied (and the window parked) by all lanes of the warp
-      const std::uint8_t* slot = ring + (st % kMmaStages) * kStageBytes<BITS>;
+      const std::uint8_t* slot = ring + read_slot * kStageBytes<BITS>;
+      read_slot = read_slot == kMmaStages - 1 ? 0 : read_slot + 1;
 #pragma unroll
       for (int j = 0; j < kCps; ++j) {
         const int c = c0 + j;
@@ -332,7 +340,7 @@ __global__ void __launch_bounds__(kMmaThreads, 2) qmv_mma_kernel(const MmaParams
         std::uint32_t p_lo[4], p_hi[4];
         codes_to_pairs<BITS, BF16>(w_lo, p_lo);
         codes_to_pairs<BITS, BF16>(w_hi, p_hi);
-        const int cl = c % tile_chunks;
+        const int cl = tile_chunk0 + j;  // c's chunk within the staged tile
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
           const int v = nt * 8 + g;
@@ -341,7 +349,7 @@ __global__ void __launch_bounds__(kMmaThreads, 2) qmv_mma_kernel(const MmaParams
           mma_step<BF16>(acc[nt], {p_lo[2], p_hi[2], p_lo[3], p_hi[3]}, b.z, b.w);
         }
         if (((c + 1) & ((1 << group_shift) - 1)) == 0) {  // the group ends: fold it
-          const int gl = (c % tile_chunks) >> group_shift;
+          const int gl = cl >> group_shift;
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) {
             const int va = nt * 8 + 2 * t;  // this lane's two vectors; past count they are never stored

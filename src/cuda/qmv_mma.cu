@@ -110,16 +110,25 @@ __device__ __forceinline__ std::uint32_t exact_pair(std::uint32_t magic_or_codes
   }
 }
 
+// (x & MASK) | MAGIC in one LOP3; left to itself the compiler emits an AND and an OR (LOP3 takes
+// one immediate).
+template <std::uint32_t MASK, std::uint32_t MAGIC>
+__device__ __forceinline__ std::uint32_t and_or(std::uint32_t x) {
+  std::uint32_t r;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(r) : "r"(x), "n"(MASK), "n"(MAGIC));
+  return r;
+}
+
 // The 8 codes of a lane for one chunk and row, as the 4 A registers of the two k-steps:
 // pairs (c0,c4), (c1,c5), (c2,c6), (c3,c7) of codes c0..c7 = 8t .. 8t+7.
 template <int BITS, bool BF16>
 __device__ __forceinline__ void codes_to_pairs(const std::uint32_t* w, std::uint32_t (&pair)[4]) {
   if constexpr (BITS == 4) {
     // Word w[0] holds c_i at bits 4i. (w >> 4i) & 0x000F000F puts c_i and c_{i+4} in the halves.
-    const std::uint32_t magic = BF16 ? 0x43004300u : 0x64006400u;
+    constexpr std::uint32_t kMagic = BF16 ? 0x43004300u : 0x64006400u;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const std::uint32_t magic_or_codes = ((w[0] >> (4 * i)) & 0x000F000Fu) | magic;
+      const std::uint32_t magic_or_codes = and_or<0x000F000Fu, kMagic>(w[0] >> (4 * i));
       pair[i] = kCodeOffset<BITS, BF16> != 0.0f ? magic_or_codes : exact_pair<BF16>(magic_or_codes);
     }
   } else {
@@ -129,7 +138,7 @@ __device__ __forceinline__ void codes_to_pairs(const std::uint32_t* w, std::uint
       // f16 has 10 mantissa bits: 1024 + c is exact for c < 1024.
 #pragma unroll
       for (int i = 0; i < 4; ++i)
-        pair[i] = exact_pair<false>((__byte_perm(w[0], w[1], 0x0400 + 0x0101 * i) & 0x00FF00FFu) | 0x64006400u);
+        pair[i] = exact_pair<false>(and_or<0x00FF00FFu, 0x64006400u>(__byte_perm(w[0], w[1], 0x0400 + 0x0101 * i)));
     } else {
       // bf16 has 7 mantissa bits: split c = 16 h + l, each exact as 128 + nibble, and recombine
       // with results that are all exact in bf16: 16 (128 + h) - 2176 = 16 (h - 8), then
@@ -137,8 +146,8 @@ __device__ __forceinline__ void codes_to_pairs(const std::uint32_t* w, std::uint
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const std::uint32_t bytes = __byte_perm(w[0], w[1], 0x0400 + 0x0101 * i);  // c_i, c_{i+4} in the halves
-        const std::uint32_t lo = (bytes & 0x000F000Fu) | 0x43004300u;
-        const std::uint32_t hi = ((bytes >> 4) & 0x000F000Fu) | 0x43004300u;
+        const std::uint32_t lo = and_or<0x000F000Fu, 0x43004300u>(bytes);
+        const std::uint32_t hi = and_or<0x000F000Fu, 0x43004300u>(bytes >> 4);
         const __nv_bfloat162 l = *reinterpret_cast<const __nv_bfloat162*>(&lo);
         const __nv_bfloat162 h = *reinterpret_cast<const __nv_bfloat162*>(&hi);
         const __nv_bfloat162 r =

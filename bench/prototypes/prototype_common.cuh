@@ -1,6 +1,6 @@
 // Shared by the hand-built measurement prototypes in this folder (not part of the library): an
-// error check and a median timer that rotates launches over enough weight copies to stay out of
-// the 60 MB L2.
+// error check, a median timer that rotates launches over enough weight copies to stay out of
+// the 60 MB L2, and the streaming read they compare against.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -41,4 +41,43 @@ float median_launch_us(Launch&& launch, int copies) {
   cudaEventDestroy(a);
   cudaEventDestroy(b);
   return t[t.size() / 2];
+}
+
+inline int prototype_sm_count() {
+  int sms = 0;
+  PROTOTYPE_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  return sms;
+}
+
+// As src/cuda/read_ceiling.cu: UNROLL 16-byte loads in flight per thread (1 is the plain
+// grid-stride read), folded with xor so that the loads stay alive.
+template <int UNROLL>
+__global__ void stream_kernel(const uint4* data, std::size_t count, unsigned* sink) {
+  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
+  unsigned acc = 0;
+  std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i + (UNROLL - 1) * stride < count; i += UNROLL * stride) {
+    uint4 v[UNROLL];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) v[u] = __ldcs(data + i + u * stride);
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  for (; i < count; i += stride) {
+    const uint4 v = __ldcs(data + i);
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x9e3779b9u) *sink = acc;  // practically never stores
+}
+
+// Median microseconds of a streaming read of the first `bytes` of each buffer, rotating over them,
+// with as many 512-thread blocks as fit.
+template <int UNROLL, typename T>
+float stream_read_us(const std::vector<T*>& buffers, std::size_t bytes, unsigned* sink) {
+  int per_sm = 0;
+  PROTOTYPE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, stream_kernel<UNROLL>, 512, 0));
+  const int grid = per_sm * prototype_sm_count();
+  return median_launch_us(
+      [&](int i) { stream_kernel<UNROLL><<<grid, 512>>>(reinterpret_cast<const uint4*>(buffers[i]), bytes / 16, sink); },
+      int(buffers.size()));
 }

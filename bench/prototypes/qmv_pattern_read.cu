@@ -81,26 +81,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (acc == 0x9e3779b9u) *sink = acc;  // keeps the loads; practically never stores
 }
 
-// As src/cuda/read_ceiling.cu: UNROLL loads in flight per thread (1 is the plain grid-stride read).
-template <int UNROLL>
-__global__ void stream_kernel(const uint4* data, std::size_t count, unsigned* sink) {
-  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
-  unsigned acc = 0;
-  std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  for (; i + (UNROLL - 1) * stride < count; i += UNROLL * stride) {
-    uint4 v[UNROLL];
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u) v[u] = __ldcs(data + i + u * stride);
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
-  }
-  for (; i < count; i += stride) {
-    const uint4 v = __ldcs(data + i);
-    acc ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (acc == 0x9e3779b9u) *sink = acc;
-}
-
 struct Problem {
   int n, k, copies;
   std::size_t weight_bytes, param_count;
@@ -142,13 +122,8 @@ void run(int n, int k) {
   PROTOTYPE_CHECK(cudaMemset(p.scales, 0x3c, p.param_count * 2));
   PROTOTYPE_CHECK(cudaMemset(p.biases, 0x3c, p.param_count * 2));
   PROTOTYPE_CHECK(cudaMalloc(&p.sink, 4));
-  int per_sm = 0, sms = 0;
-  PROTOTYPE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, stream_kernel<4>, 512, 0));
-  PROTOTYPE_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  const float plain_us = median_launch_us(
-      [&](int i) { stream_kernel<1><<<per_sm * sms, 512>>>(p.packed[i], p.weight_bytes / 16, p.sink); }, p.copies);
-  const float stream_us = median_launch_us(
-      [&](int i) { stream_kernel<4><<<per_sm * sms, 512>>>(p.packed[i], p.weight_bytes / 16, p.sink); }, p.copies);
+  const float plain_us = stream_read_us<1>(p.packed, p.weight_bytes, p.sink);
+  const float stream_us = stream_read_us<4>(p.packed, p.weight_bytes, p.sink);
   std::printf("%d x %d, 4-bit g64: streaming read of the %.1f MB of weights %.1f us (%.0f GB/s; one load in flight "
               "per thread: %.1f us); percentages below are of the former\n",
               n, k, p.weight_bytes / 1e6, stream_us, p.weight_bytes / stream_us * 1e-3, plain_us);

@@ -39,27 +39,27 @@ __device__ __forceinline__ void barrier_expect_bytes(std::uint64_t* bar, unsigne
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_address(bar)), "r"(bytes)
                : "memory");
 }
+// mbarrier.try_wait may suspend the thread for a while (the consumers' wait); test_wait returns
+// at once (the producer, whose lanes poll different consumers' slots).
+template <bool BLOCKING>
 __device__ __forceinline__ bool barrier_test(std::uint64_t* bar, unsigned parity) {
   unsigned done;
-  asm volatile(
-      "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-      : "=r"(done)
-      : "r"(smem_address(bar)), "r"(parity)
-      : "memory");
-  return done != 0;
-}
-// Non-blocking: for the producer, whose lanes poll different consumers' slots.
-__device__ __forceinline__ bool barrier_poll(std::uint64_t* bar, unsigned parity) {
-  unsigned done;
-  asm volatile(
-      "{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-      : "=r"(done)
-      : "r"(smem_address(bar)), "r"(parity)
-      : "memory");
+  if constexpr (BLOCKING)
+    asm volatile(
+        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+        : "=r"(done)
+        : "r"(smem_address(bar)), "r"(parity)
+        : "memory");
+  else
+    asm volatile(
+        "{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+        : "=r"(done)
+        : "r"(smem_address(bar)), "r"(parity)
+        : "memory");
   return done != 0;
 }
 __device__ __forceinline__ void barrier_wait(std::uint64_t* bar, unsigned parity) {
-  while (!barrier_test(bar, parity)) {
+  while (!barrier_test<true>(bar, parity)) {
   }
 }
 __device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned bytes, std::uint64_t* bar) {
@@ -196,7 +196,7 @@ __global__ void __launch_bounds__(288, STAGES <= 4 ? 2 : 1) ring_kernel(Args a) 
         const int slot = int(issued % STAGES);
         const unsigned pass = unsigned(issued / STAGES);
         std::uint64_t* empty_bar = empty + consumer * STAGES + slot;
-        if (barrier_poll(empty_bar, (pass & 1u) ^ 1u)) {
+        if (barrier_test<false>(empty_bar, (pass & 1u) ^ 1u)) {
           const int width = min(32, chunks - 32 * round);  // chunks in this round
           const unsigned bytes = unsigned(width) * 16;
           std::uint64_t* full_bar = full + consumer * STAGES + slot;
@@ -262,25 +262,6 @@ __global__ void __launch_bounds__(288, STAGES <= 4 ? 2 : 1) ring_kernel(Args a) 
   if (fold == 0x9e3779b9u || acc[0] + acc[1] + acc[2] + acc[3] == 1.2345f) *a.sink = fold;
 }
 
-__global__ void stream_kernel(const uint4* data, std::size_t count, unsigned* sink) {
-  constexpr int kUnroll = 4;
-  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
-  unsigned acc = 0;
-  std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  for (; i + (kUnroll - 1) * stride < count; i += kUnroll * stride) {
-    uint4 v[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) v[u] = __ldcs(data + i + u * stride);
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
-  }
-  for (; i < count; i += stride) {
-    const uint4 v = __ldcs(data + i);
-    acc ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (acc == 0x9e3779b9u) *sink = acc;
-}
-
 struct Problem {
   int n, k, copies;
   std::size_t weight_bytes, param_count;
@@ -288,12 +269,6 @@ struct Problem {
   std::uint16_t *scales, *biases;
   unsigned* sink;
 };
-
-int sm_count() {
-  int sms = 0;
-  PROTOTYPE_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  return sms;
-}
 
 template <typename Kernel>
 void report(const Problem& p, float read_us, const char* name, Kernel kernel, int threads, std::size_t smem) {
@@ -308,7 +283,7 @@ void report(const Problem& p, float read_us, const char* name, Kernel kernel, in
     std::printf("  %-36s does not fit (%zu bytes of shared memory)\n", name, smem);
     return;
   }
-  const int grid = std::min(per_sm * sm_count(), p.n / kRows);
+  const int grid = std::min(per_sm * prototype_sm_count(), p.n / kRows);
   const float us = median_launch_us(
       [&](int i) {
         kernel<<<grid, threads, smem>>>(Args{p.packed[i], p.scales, p.biases, p.n, p.k, p.sink});
@@ -344,14 +319,7 @@ void run(int n, int k) {
     PROTOTYPE_CHECK(cudaMemset(b, 0x33 + i, bytes));
     read_buffers.push_back(b);
   }
-  int per_sm = 0;
-  PROTOTYPE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, stream_kernel, 512, 0));
-  const float read_us = median_launch_us(
-      [&](int i) {
-        stream_kernel<<<per_sm * sm_count(), 512>>>(reinterpret_cast<const uint4*>(read_buffers[i]), bytes / 16,
-                                                    p.sink);
-      },
-      p.copies);
+  const float read_us = stream_read_us<4>(read_buffers, bytes, p.sink);
   std::printf("%d x %d, 4-bit g64, %.1f MB: streaming read %.1f us (%.0f GB/s)\n", n, k, bytes / 1e6, read_us,
               bytes / read_us * 1e-3);
   const std::size_t x_bytes = std::size_t(x_floats(k)) * 4;

@@ -11,6 +11,7 @@
 //
 //   register: qmv's schedule: 8 warps, the next round's loads issued before the current round is
 //             computed, two register buffers (2 blocks per SM).
+//   register ring: the same with BUFFERS register buffers (2, 3, 4).
 //   ring:     8 consumer warps and 1 producer warp per block. Each consumer warp owns a ring of
 //             STAGES slots of one round (4 rows x 512 bytes); a producer lane per consumer issues
 //             the 4 row copies of a slot (cp.async.bulk, completing on the slot's full mbarrier)
@@ -21,6 +22,7 @@
 // Run: ./ring [N K] (defaults: several shapes); prints us and % of a streaming read.
 #include <cmath>
 #include <cstdint>
+#include <utility>
 
 #include "prototype_common.cuh"
 
@@ -157,6 +159,61 @@ __global__ void __launch_bounds__(256, 2) register_kernel(Args a) {
       if (c + 32 < chunks) load(c + 32, wa, sa, ba);
       compute_round<BURN>(wb, sb, bb, x, c, acc, fold);
       c += 32;
+    }
+  }
+  if (fold == 0x9e3779b9u || acc[0] + acc[1] + acc[2] + acc[3] == 1.2345f) *a.sink = fold;
+}
+
+// The register schedule with a ring of BUFFERS register buffers: BUFFERS - 1 rounds of loads in
+// flight while a round is computed (BUFFERS = 2 is register_kernel's schedule). Tells whether
+// more bytes in flight per warp help the arithmetic model at an equal code structure (in qmv
+// itself every deeper ring also changed rows per warp or address arithmetic).
+template <bool BURN, int BUFFERS, int MIN_BLOCKS>
+__global__ void __launch_bounds__(256, MIN_BLOCKS) register_ring_kernel(Args a) {
+  extern __shared__ float4 x[];
+  stage_x(x, a.k);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int tasks = a.n / kRows, chunks = a.k / 32, groups = a.k / kGroup;
+  const std::size_t row_bytes = std::size_t(a.k) / 2;
+  float acc[kRows] = {0.0f, 0.0f, 0.0f, 0.0f};
+  unsigned fold = 0;
+  for (int task = warp * gridDim.x + blockIdx.x; task < tasks; task += gridDim.x * kWarps) {
+    const uint4* rows[kRows];
+    int prow[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      rows[r] = reinterpret_cast<const uint4*>(a.packed + std::size_t(task * kRows + r) * row_bytes);
+      prow[r] = (task * kRows + r) * groups;
+      asm("" : "+l"(rows[r]), "+r"(prow[r]));
+    }
+    uint4 w[BUFFERS][kRows];
+    float sc[BUFFERS][kRows], bi[BUFFERS][kRows];
+    auto load = [&](int c, uint4 (&wb)[kRows], float (&sb)[kRows], float (&bb)[kRows]) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        wb[r] = __ldcs(rows[r] + c);
+        sb[r] = half_bits_to_float(a.scales[prow[r] + c / 2]);
+        bb[r] = half_bits_to_float(a.biases[prow[r] + c / 2]);
+      }
+    };
+#pragma unroll
+    for (int b = 0; b < BUFFERS - 1; ++b)
+      if (lane + 32 * b < chunks) load(lane + 32 * b, w[b], sc[b], bi[b]);
+    for (int c0 = lane; c0 < chunks; c0 += 32 * BUFFERS) {
+      // Buffer B computes chunk c0 + 32 B after refilling buffer B - 1 (mod BUFFERS) with the
+      // chunk BUFFERS - 1 rounds ahead.
+      [&]<int... B>(std::integer_sequence<int, B...>) {
+        (
+            [&] {
+              constexpr int fill = (B + BUFFERS - 1) % BUFFERS;
+              const int c = c0 + 32 * B, ahead = c + 32 * (BUFFERS - 1);
+              if (c >= chunks) return false;
+              if (ahead < chunks) load(ahead, w[fill], sc[fill], bi[fill]);
+              compute_round<BURN>(w[B], sc[B], bi[B], x, c, acc, fold);
+              return true;
+            }() &&
+            ...);
+      }(std::make_integer_sequence<int, BUFFERS>{});
     }
   }
   if (fold == 0x9e3779b9u || acc[0] + acc[1] + acc[2] + acc[3] == 1.2345f) *a.sink = fold;
@@ -325,6 +382,10 @@ void run(int n, int k) {
   const std::size_t x_bytes = std::size_t(x_floats(k)) * 4;
   report(p, read_us, "register, loads only", register_kernel<false>, 256, x_bytes);
   report(p, read_us, "register, arithmetic", register_kernel<true>, 256, x_bytes);
+  report(p, read_us, "register ring 2, arithmetic", register_ring_kernel<true, 2, 2>, 256, x_bytes);
+  report(p, read_us, "register ring 3, arithmetic", register_ring_kernel<true, 3, 2>, 256, x_bytes);
+  report(p, read_us, "register ring 3, loads only", register_ring_kernel<false, 3, 2>, 256, x_bytes);
+  report(p, read_us, "register ring 4, arithmetic, 1 block", register_ring_kernel<true, 4, 1>, 256, x_bytes);
   report(p, read_us, "ring 4 stages, loads only", ring_kernel<false, 4>, 288, ring_shared_bytes<4>(k));
   report(p, read_us, "ring 4 stages, arithmetic", ring_kernel<true, 4>, 288, ring_shared_bytes<4>(k));
   report(p, read_us, "ring 8 stages, loads only", ring_kernel<false, 8>, 288, ring_shared_bytes<8>(k));

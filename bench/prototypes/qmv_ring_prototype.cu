@@ -121,34 +121,45 @@ __device__ void stage_x(float4* x, int k) {
   __syncthreads();
 }
 
-template <bool BURN>
-__global__ void __launch_bounds__(256, 2) register_kernel(Args a) {
-  extern __shared__ float4 x[];
-  stage_x(x, a.k);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int tasks = a.n / kRows, chunks = a.k / 32, groups = a.k / kGroup;
-  const std::size_t row_bytes = std::size_t(a.k) / 2;
-  float acc[kRows] = {0.0f, 0.0f, 0.0f, 0.0f};
-  unsigned fold = 0;
-  for (int task = warp * gridDim.x + blockIdx.x; task < tasks; task += gridDim.x * kWarps) {
-    const uint4* rows[kRows];
-    int prow[kRows];
+// A warp's task of kRows rows in the register kernels: the row bases, kept opaque to the compiler
+// as in qmv (so it does not recompute them at every load), and the loads of one round.
+struct TaskRows {
+  const uint4* rows[kRows];
+  int prow[kRows];
+  __device__ TaskRows(const Args& a, int task) {
+    const std::size_t row_bytes = std::size_t(a.k) / 2;
+    const int groups = a.k / kGroup;
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       rows[r] = reinterpret_cast<const uint4*>(a.packed + std::size_t(task * kRows + r) * row_bytes);
       prow[r] = (task * kRows + r) * groups;
       asm("" : "+l"(rows[r]), "+r"(prow[r]));
     }
+  }
+  // Chunk c of every row, with its group's scale and bias.
+  __device__ void load(const Args& a, int c, uint4 (&w)[kRows], float (&s)[kRows], float (&b)[kRows]) const {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      w[r] = __ldcs(rows[r] + c);
+      s[r] = half_bits_to_float(a.scales[prow[r] + c / 2]);
+      b[r] = half_bits_to_float(a.biases[prow[r] + c / 2]);
+    }
+  }
+};
+
+template <bool BURN>
+__global__ void __launch_bounds__(256, 2) register_kernel(Args a) {
+  extern __shared__ float4 x[];
+  stage_x(x, a.k);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int tasks = a.n / kRows, chunks = a.k / 32;
+  float acc[kRows] = {0.0f, 0.0f, 0.0f, 0.0f};
+  unsigned fold = 0;
+  for (int task = warp * gridDim.x + blockIdx.x; task < tasks; task += gridDim.x * kWarps) {
+    const TaskRows task_rows(a, task);
     uint4 wa[kRows], wb[kRows];
     float sa[kRows], ba[kRows], sb[kRows], bb[kRows];
-    auto load = [&](int c, uint4 (&w)[kRows], float (&s)[kRows], float (&b)[kRows]) {
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        w[r] = __ldcs(rows[r] + c);
-        s[r] = half_bits_to_float(a.scales[prow[r] + c / 2]);
-        b[r] = half_bits_to_float(a.biases[prow[r] + c / 2]);
-      }
-    };
+    auto load = [&](int c, uint4 (&w)[kRows], float (&s)[kRows], float (&b)[kRows]) { task_rows.load(a, c, w, s, b); };
     int c = lane;
     if (c < chunks) load(c, wa, sa, ba);
     while (c < chunks) {
@@ -173,29 +184,14 @@ __global__ void __launch_bounds__(256, MIN_BLOCKS) register_ring_kernel(Args a) 
   extern __shared__ float4 x[];
   stage_x(x, a.k);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int tasks = a.n / kRows, chunks = a.k / 32, groups = a.k / kGroup;
-  const std::size_t row_bytes = std::size_t(a.k) / 2;
+  const int tasks = a.n / kRows, chunks = a.k / 32;
   float acc[kRows] = {0.0f, 0.0f, 0.0f, 0.0f};
   unsigned fold = 0;
   for (int task = warp * gridDim.x + blockIdx.x; task < tasks; task += gridDim.x * kWarps) {
-    const uint4* rows[kRows];
-    int prow[kRows];
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      rows[r] = reinterpret_cast<const uint4*>(a.packed + std::size_t(task * kRows + r) * row_bytes);
-      prow[r] = (task * kRows + r) * groups;
-      asm("" : "+l"(rows[r]), "+r"(prow[r]));
-    }
+    const TaskRows task_rows(a, task);
     uint4 w[BUFFERS][kRows];
     float sc[BUFFERS][kRows], bi[BUFFERS][kRows];
-    auto load = [&](int c, uint4 (&wb)[kRows], float (&sb)[kRows], float (&bb)[kRows]) {
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        wb[r] = __ldcs(rows[r] + c);
-        sb[r] = half_bits_to_float(a.scales[prow[r] + c / 2]);
-        bb[r] = half_bits_to_float(a.biases[prow[r] + c / 2]);
-      }
-    };
+    auto load = [&](int c, uint4 (&wb)[kRows], float (&sb)[kRows], float (&bb)[kRows]) { task_rows.load(a, c, wb, sb, bb); };
 #pragma unroll
     for (int b = 0; b < BUFFERS - 1; ++b)
       if (lane + 32 * b < chunks) load(lane + 32 * b, w[b], sc[b], bi[b]);

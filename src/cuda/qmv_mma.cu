@@ -245,6 +245,17 @@ __global__ void __launch_bounds__(kMmaThreads, 2) qmv_mma_kernel(const MmaParams
   const std::int64_t warps_total = std::int64_t(gridDim.x) * p.task_warps;
   const std::int64_t trips = (tasks + warps_total - 1) / warps_total;
   const std::int64_t my_first_task = std::int64_t(warp) * gridDim.x + blockIdx.x;
+  // The vectors this lane reads for B and for the folds, clamped to the pass's last one, so that
+  // the loop has no bounds guards: a column past `count` repeats a real vector and is never
+  // stored, and an mma column depends only on its own column of B, so every other column keeps
+  // its bits.
+  int b_vector[NT], fold_vector[NT][2];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    b_vector[nt] = min(nt * 8 + g, count - 1);
+    fold_vector[nt][0] = min(nt * 8 + 2 * t, count - 1);
+    fold_vector[nt][1] = min(nt * 8 + 2 * t + 1, count - 1);
+  }
 
   for (std::int64_t trip = 0; trip < trips; ++trip) {
     const std::int64_t task = my_first_task + trip * warps_total;
@@ -352,8 +363,7 @@ __global__ void __launch_bounds__(kMmaThreads, 2) qmv_mma_kernel(const MmaParams
         const int cl = tile_chunk0 + j;  // c's chunk within the staged tile
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-          const int v = nt * 8 + g;
-          const uint4 b = v < count ? xs[(cl * count + v) * 4 + t] : make_uint4(0, 0, 0, 0);
+          const uint4 b = xs[(cl * count + b_vector[nt]) * 4 + t];
           mma_step<BF16>(acc[nt], {p_lo[0], p_hi[0], p_lo[1], p_hi[1]}, b.x, b.y);
           mma_step<BF16>(acc[nt], {p_lo[2], p_hi[2], p_lo[3], p_hi[3]}, b.z, b.w);
         }
@@ -361,9 +371,7 @@ __global__ void __launch_bounds__(kMmaThreads, 2) qmv_mma_kernel(const MmaParams
           const int gl = cl >> group_shift;
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) {
-            const int va = nt * 8 + 2 * t;  // this lane's two vectors; past count they are never stored
-            const float2 sum = make_float2(va < count ? sums[gl * count + va] : 0.0f,
-                                           va + 1 < count ? sums[gl * count + va + 1] : 0.0f);
+            const float2 sum = make_float2(sums[gl * count + fold_vector[nt][0]], sums[gl * count + fold_vector[nt][1]]);
             // acc: [0] (row g, vector 2t), [1] (g, 2t+1), [2] (g+8, 2t), [3] (g+8, 2t+1)
             total[nt][0] = __fmaf_rn(s_lo, acc[nt][0], __fmaf_rn(b_lo, sum.x, total[nt][0]));
             total[nt][1] = __fmaf_rn(s_lo, acc[nt][1], __fmaf_rn(b_lo, sum.y, total[nt][1]));

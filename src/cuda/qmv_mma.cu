@@ -249,13 +249,17 @@ __global__ void __launch_bounds__(kMmaThreads, 2) qmv_mma_kernel(const MmaParams
   // the loop has no bounds guards: a column past `count` repeats a real vector and is never
   // stored, and an mma column depends only on its own column of B, so every other column keeps
   // its bits.
-  int b_vector[NT], fold_vector[NT][2];
+  // As pointers: chunk cl's B fragment is b_lane[nt][cl * count * 4], group gl's sums are
+  // fold_lane[nt][k][gl * count].
+  const uint4* b_lane[NT];
+  const float* fold_lane[NT][2];
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) {
-    b_vector[nt] = min(nt * 8 + g, count - 1);
-    fold_vector[nt][0] = min(nt * 8 + 2 * t, count - 1);
-    fold_vector[nt][1] = min(nt * 8 + 2 * t + 1, count - 1);
+    b_lane[nt] = xs + min(nt * 8 + g, count - 1) * 4 + t;
+    fold_lane[nt][0] = sums + min(nt * 8 + 2 * t, count - 1);
+    fold_lane[nt][1] = sums + min(nt * 8 + 2 * t + 1, count - 1);
   }
+  const int chunk_stride = count * 4;  // uint4s from one chunk's B fragments to the next's
 
   for (std::int64_t trip = 0; trip < trips; ++trip) {
     const std::int64_t task = my_first_task + trip * warps_total;
@@ -363,7 +367,7 @@ __global__ void __launch_bounds__(kMmaThreads, 2) qmv_mma_kernel(const MmaParams
         const int cl = tile_chunk0 + j;  // c's chunk within the staged tile
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-          const uint4 b = xs[(cl * count + b_vector[nt]) * 4 + t];
+          const uint4 b = b_lane[nt][cl * chunk_stride];
           mma_step<BF16>(acc[nt], {p_lo[0], p_hi[0], p_lo[1], p_hi[1]}, b.x, b.y);
           mma_step<BF16>(acc[nt], {p_lo[2], p_hi[2], p_lo[3], p_hi[3]}, b.z, b.w);
         }
@@ -371,7 +375,7 @@ __global__ void __launch_bounds__(kMmaThreads, 2) qmv_mma_kernel(const MmaParams
           const int gl = cl >> group_shift;
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) {
-            const float2 sum = make_float2(sums[gl * count + fold_vector[nt][0]], sums[gl * count + fold_vector[nt][1]]);
+            const float2 sum = make_float2(fold_lane[nt][0][gl * count], fold_lane[nt][1][gl * count]);
             // acc: [0] (row g, vector 2t), [1] (g, 2t+1), [2] (g+8, 2t), [3] (g+8, 2t+1)
             total[nt][0] = __fmaf_rn(s_lo, acc[nt][0], __fmaf_rn(b_lo, sum.x, total[nt][0]));
             total[nt][1] = __fmaf_rn(s_lo, acc[nt][1], __fmaf_rn(b_lo, sum.y, total[nt][1]));

@@ -69,7 +69,7 @@ struct MmaParams {
 
 // Group parameters travel in windows of 16 groups: each lane loads 16 raw 16-bit values (row
 // lane/2, scales or biases by lane%2) a whole window ahead into registers and parks them in a
-// per-warp double buffer [2][16 rows][2][16 groups] when the window starts, so no group ever
+// per-warp double buffer [2][16 rows][16 groups][scale, bias] when the window starts, so no group ever
 // waits for a parameter load (a load per group stalled each group for a full HBM latency).
 inline constexpr int kWindowGroups = 16;
 inline constexpr int kParamBufferBytes = 2 * kMmaRows * 2 * kWindowGroups * 2;
@@ -306,18 +306,24 @@ __global__ void __launch_bounds__(kMmaThreads, 2) qmv_mma_kernel(const MmaParams
         pending[i] = active && grp < groups ? my_params[grp] : std::uint16_t(0);
       }
     };
+    // The buffer holds [2 windows][16 rows][16 groups][scale, bias], so one 32-bit read gives a
+    // row's scale and bias of a group.
     auto park_window = [&](int window) {
-      std::uint16_t* to = params + (window & 1) * (kMmaRows * 2 * kWindowGroups) + lane * kWindowGroups;
+      std::uint16_t* to = params + (window & 1) * (kMmaRows * 2 * kWindowGroups) + (lane / 2) * 2 * kWindowGroups + lane % 2;
 #pragma unroll
-      for (int i = 0; i < kWindowGroups; i += 2)
-        *reinterpret_cast<std::uint32_t*>(to + i) = std::uint32_t(pending[i]) | (std::uint32_t(pending[i + 1]) << 16);
+      for (int i = 0; i < kWindowGroups; ++i) to[2 * i] = pending[i];
     };
-    // Parameter of group grp for a row (g or g + 8) and array (0 scales, 1 biases), from the buffer.
-    auto param = [&](int grp, int row, int array) {
+    // Scale and bias of group grp for a row (g or g + 8), from the buffer.
+    auto param_pair = [&](int grp, int row, float& scale, float& bias) {
       static_assert(kWindowGroups == 16, "windows are indexed with shifts and masks");
-      const std::uint16_t raw =
-          params[((grp >> 4) & 1) * (kMmaRows * 2 * kWindowGroups) + (row * 2 + array) * kWindowGroups + (grp & 15)];
-      return BF16 ? __uint_as_float(unsigned(raw) << 16) : __half2float(__ushort_as_half(raw));
+      const std::uint32_t raw = *reinterpret_cast<const std::uint32_t*>(
+          params + ((grp >> 4) & 1) * (kMmaRows * 2 * kWindowGroups) + (row * kWindowGroups + (grp & 15)) * 2);
+      if constexpr (BF16) {
+        scale = __uint_as_float(raw << 16), bias = __uint_as_float(raw & 0xffff0000u);
+      } else {
+        scale = __half2float(__ushort_as_half(std::uint16_t(raw & 0xffffu)));
+        bias = __half2float(__ushort_as_half(std::uint16_t(raw >> 16)));
+      }
     };
     float s_lo = 0, s_hi = 0, b_lo = 0, b_hi = 0;
     load_window(0);
@@ -352,7 +358,8 @@ __global__ void __launch_bounds__(kMmaThreads, 2) qmv_mma_kernel(const MmaParams
         const int c = c0 + j;
         if ((c & ((1 << group_shift) - 1)) == 0) {  // a group starts: its parameters
           const int grp = c >> group_shift;
-          s_lo = param(grp, g, 0), s_hi = param(grp, g + 8, 0), b_lo = param(grp, g, 1), b_hi = param(grp, g + 8, 1);
+          param_pair(grp, g, s_lo, b_lo);
+          param_pair(grp, g + 8, s_hi, b_hi);
           if constexpr (kCodeOffset<BITS, BF16> != 0.0f) {
             b_lo = __fmaf_rn(-kCodeOffset<BITS, BF16>, s_lo, b_lo);
             b_hi = __fmaf_rn(-kCodeOffset<BITS, BF16>, s_hi, b_hi);

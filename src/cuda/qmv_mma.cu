@@ -69,8 +69,9 @@ struct MmaParams {
 
 // Group parameters travel in windows of 16 groups: each lane loads 16 raw 16-bit values (row
 // lane/2, scales or biases by lane%2) a whole window ahead into registers and parks them in a
-// per-warp double buffer [2][16 rows][16 groups][scale, bias] when the window starts, so no group ever
-// waits for a parameter load (a load per group stalled each group for a full HBM latency).
+// per-warp double buffer [2][16 rows][16 groups][scale, bias] when the window starts, so no
+// group ever waits for a parameter load (a load per group stalled each group for a full HBM
+// latency).
 inline constexpr int kWindowGroups = 16;
 inline constexpr int kParamBufferBytes = 2 * kMmaRows * 2 * kWindowGroups * 2;
 

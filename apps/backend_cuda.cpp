@@ -42,7 +42,7 @@ class CudaBackend final : public Backend {
     while (copies_.size() < want) copies_.push_back(cuda::DeviceMatrix::upload(*host_));
     std::vector<QuantizedMatrixView> views;
     for (const auto& c : copies_) views.push_back(c.view);
-    const auto x = random_activations(m, host_->k, host_->dtype, 0x5eed + std::uint64_t(m));
+    const auto x = bench_activations(m, host_->k, host_->dtype);
     cuda::DeviceBuffer dx(x.size()), dy(std::size_t(m * host_->n) * dtype_size(host_->dtype));
     dx.upload(x);
     return cuda::time_qmv_us(kernel, views, dx.bytes(), m, dy.bytes(), options_, repeats);

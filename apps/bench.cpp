@@ -62,11 +62,17 @@ nlohmann::json run_bench(const BenchConfig& c, Backend& backend) {
                  weight_bytes / 1e6, read_us, read_gbs, 100.0 * read_gbs * 1e9 / ceiling);
     }
     std::map<std::pair<Kernel, std::int64_t>, double> t;
+    std::map<std::pair<Kernel, std::int64_t>, std::string> digest;
     for (Kernel kernel : c.kernels)
       for (std::int64_t m : c.ms) {
         if (c.progress && isatty(2))
           fmt::print(stderr, "\r[{}/{}] {} {} M={}        ", ++done, total, s.name, to_string(kernel), m);
         t[{kernel, m}] = backend.time_us(kernel, m, repeats);
+        // The output bytes for the activations time_us uses, as a digest.
+        const auto x = bench_activations(m, s.k, c.dtype);
+        std::vector<std::byte> y(std::size_t(m * s.n) * dtype_size(c.dtype));
+        backend.run(kernel, x, m, y);
+        digest[{kernel, m}] = bytes_digest(y);
       }
     if (c.progress && isatty(2)) fmt::print(stderr, "\r{:60}\r", "");
     for (Kernel kernel : c.kernels)
@@ -76,7 +82,7 @@ nlohmann::json run_bench(const BenchConfig& c, Backend& backend) {
         const double gbs = double(bytes) / (us * 1e-6) / 1e9;
         nlohmann::json row = {{"shape", s.name}, {"n", s.n},   {"k", s.k},     {"kernel", std::string(to_string(kernel))},
                               {"m", m},          {"us", us},   {"bytes", bytes}, {"gb_s", gbs},
-                              {"fraction_of_ceiling", gbs * 1e9 / ceiling}};
+                              {"fraction_of_ceiling", gbs * 1e9 / ceiling}, {"output_digest", digest[{kernel, m}]}};
         std::string of_read = "-";
         if (read_gbs > 0) {
           row["fraction_of_size_matched_read"] = gbs / read_gbs;

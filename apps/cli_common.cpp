@@ -48,7 +48,7 @@ class CpuBackend final : public Backend {
     cpu::qmv(kernel, w_->view(), x, m, y, options_);
   }
   double time_us(Kernel kernel, std::int64_t m, int repeats) override {
-    const auto x = random_activations(m, w_->k, w_->dtype, 0x5eed + std::uint64_t(m));
+    const auto x = bench_activations(m, w_->k, w_->dtype);
     std::vector<std::byte> y(std::size_t(m * w_->n) * dtype_size(w_->dtype));
     run(kernel, x, m, y);  // warm-up
     std::vector<double> times;
@@ -219,6 +219,12 @@ std::int64_t differing_bytes(std::span<const std::byte> a, std::span<const std::
   std::int64_t count = 0;
   for (std::size_t i = 0; i < a.size(); ++i) count += a[i] != b[i];
   return count;
+}
+
+std::string bytes_digest(std::span<const std::byte> bytes) {
+  std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a, 64-bit
+  for (std::byte b : bytes) h = (h ^ std::uint64_t(b)) * 0x100000001b3ull;
+  return fmt::format("{:016x}", h);
 }
 
 }  // namespace exactq::cli

@@ -54,6 +54,10 @@ std::unique_ptr<Backend> make_cuda_backend(const QmvOptions& options);  // defin
 std::vector<float> random_weights(std::int64_t n, std::int64_t k, std::uint64_t seed);
 // Random activations [m, k] in dtype (normal, with per-vector scale).
 std::vector<std::byte> random_activations(std::int64_t m, std::int64_t k, DType dtype, std::uint64_t seed);
+// The activations every backend times at width m (and bench's output digests are of).
+inline std::vector<std::byte> bench_activations(std::int64_t m, std::int64_t k, DType dtype) {
+  return random_activations(m, k, dtype, 0x5eed + std::uint64_t(m));
+}
 
 struct Shape {
   std::string name;  // e.g. "gemma.q" or "4096x4096"
@@ -74,6 +78,9 @@ std::vector<std::int64_t> parse_int_list(std::string_view text, std::string_view
 std::vector<Kernel> parse_kernels(std::string_view text);
 
 std::int64_t differing_bytes(std::span<const std::byte> a, std::span<const std::byte> b);
+// A 64-bit FNV-1a digest of the bytes as 16 hex digits: equal outputs of two builds, checkable
+// from their bench JSON (a change meant to keep the bits must keep every digest).
+std::string bytes_digest(std::span<const std::byte> bytes);
 
 }  // namespace exactq::cli
 

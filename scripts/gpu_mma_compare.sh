@@ -22,7 +22,7 @@ for exe in "$bin/exactq" "$bin"/exactq-*; do
 done
 # The first copy of the kernel in the dump (one architecture), through scripts/sass_loop.py.
 cuobjdump -sass "$bin/exactq" >/tmp/exactq_all.sass
-awk -v pat="qmv_mma_kernelILi4ELb1ELi1E" '/Function : /{ if (seen) exit; on = index($0, pat) > 0; if (on) seen = 1 } on' \
+awk -v pat="${SASS_KERNEL:-qmv_mma_kernelILi4ELb1ELi1ELi64E}" '/Function : /{ if (seen) exit; on = index($0, pat) > 0; if (on) seen = 1 } on' \
   /tmp/exactq_all.sass >/tmp/qmv_mma_4b_bf16.sass
 python3 scripts/sass_loop.py </tmp/qmv_mma_4b_bf16.sass >"$out/mma_sass_loop.txt"
 head -30 "$out/mma_sass_loop.txt"

@@ -185,6 +185,20 @@ __device__ __forceinline__ void copy16_async(void* shared, const void* global) {
   const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(shared));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(global));
 }
+// 4, 8 or 16 bytes, global to shared, through the same cp.async groups (16 bypasses L1).
+template <int BYTES>
+__device__ __forceinline__ void copy_async(void* shared, const void* global) {
+  static_assert(BYTES == 4 || BYTES == 8 || BYTES == 16, "cp.async copies 4, 8 or 16 bytes");
+  const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  if constexpr (BYTES == 16) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(global));
+  else asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(to), "l"(global), "n"(BYTES));
+}
+// 4 bytes into shared memory of which only the first `valid` are read from global memory (the
+// rest are zero): the last 2-byte element of an array can be copied from a 4-byte aligned place.
+__device__ __forceinline__ void copy4_async_partial(void* shared, const void* global, int valid) {
+  const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(to), "l"(global), "r"(valid));
+}
 __device__ __forceinline__ void commit_async_copies() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int PENDING>
 __device__ __forceinline__ void wait_async_copies() {

@@ -67,32 +67,45 @@ struct MmaParams {
   int task_warps;   // warps of a block that take tasks (1..8)
 };
 
-// Group parameters travel in windows of 16 groups: each lane loads 16 raw 16-bit values (row
-// lane/2, scales or biases by lane%2) a whole window ahead into registers and parks them in a
-// per-warp double buffer [2][16 rows][16 groups][scale, bias] when the window starts, so no
-// group ever waits for a parameter load (a load per group stalled each group for a full HBM
-// latency).
-inline constexpr int kWindowGroups = 16;
-inline constexpr int kParamBufferBytes = 2 * kMmaRows * 2 * kWindowGroups * 2;
+// One ring stage of a warp, for BITS and GROUP: the 16 rows' codes (kStageRowBytes each, padded
+// rows), then the stage's group parameters, copied by the same cp.async ring so that no group
+// waits for a parameter load and none passes through registers: scales [16 rows][kParamBytes],
+// then biases [16 rows][kParamBytes]. Lane l copies row l / 2's scales (l even) or biases (l odd).
+template <int BITS, int GROUP>
+struct MmaStage {
+  static constexpr int kChunks = kStageRowBytes / (4 * BITS);  // 8 at 4 bits, 4 at 8 bits
+  static constexpr int kChunkBytes = 4 * BITS;
+  static constexpr int kGroups = 32 * kChunks / GROUP;         // groups per stage: 1..8
+  static constexpr int kChunksPerGroup = GROUP / 32;
+  static_assert(kGroups >= 1, "a stage holds whole groups");
+  static constexpr int kRowStride = kStageRowBytes + 4 * BITS;  // padded: conflict-free fragment reads
+  static constexpr int kCodeBytes = kMmaRows * kRowStride;
+  // A row's parameters of one stage are 2 * kGroups bytes, aligned to that (K is a multiple of the
+  // stage). One group (8 bits, g128) is 2 bytes, below cp.async's 4: then the aligned 4-byte word
+  // holding it is copied, and the reader picks the half.
+  static constexpr int kParamBytes = 2 * kGroups < 4 ? 4 : 2 * kGroups;
+  static constexpr int kBytes = kCodeBytes + 2 * kMmaRows * kParamBytes;
+  static_assert(kCodeBytes % 16 == 0 && kBytes % 16 == 0, "16-byte aligned pieces");
+};
 
-template <int BITS>
-inline constexpr int kRowStride = kStageRowBytes + 4 * BITS;  // padded: conflict-free fragment reads
-template <int BITS>
-inline constexpr int kStageBytes = kMmaRows * kRowStride<BITS>;
-template <int BITS>
-inline constexpr int kChunksPerStage = kStageRowBytes / (4 * BITS);  // 8 at 4 bits, 4 at 8 bits
-
-// Shared memory: the staged activations [tile chunks][count vectors][4 lanes] x 16 B, the group
-// sums [tile groups][count vectors] f32, then the weight rings of the 8 warps. Only the pass's
-// real vectors are staged (count <= 16), so at M = 1 a whole K of 28672 fits at once; the tile
-// size never enters the arithmetic (tiles hold whole groups).
-inline std::size_t mma_x_bytes(int tile_values, int count) { return std::size_t(tile_values) / 32 * count * 64; }
-inline std::size_t mma_sum_bytes(int tile_values, int count) { return std::size_t(tile_values) / 32 * count * 4; }
-template <int BITS>
-std::size_t mma_ring_bytes() { return std::size_t(kMmaWarps) * (kMmaStages * kStageBytes<BITS> + kParamBufferBytes); }
-template <int BITS>
+// The staged activations of a block: per vector, the K tile's B fragments, [count][x_stride] x
+// 16 B (a lane's fragment of chunk c is at + 4c + t, so the chunk offsets of a stage are
+// constants), then per vector the group sums, [count][sum_stride] f32. The strides are padded so
+// that the 8 rows of lanes of a fragment read (vectors 64 B apart) and the sums read (vectors
+// 2t, 2t + 1) are conflict-free.
+struct MmaTileLayout {
+  int x_stride;    // uint4s per vector
+  int sum_stride;  // floats per vector
+  EXACTQ_HD MmaTileLayout(int tile_values, int group)
+      : x_stride(tile_values / 32 * 4 + 4), sum_stride((tile_values / group + 15) / 16 * 16 + 4) {}
+  EXACTQ_HD std::size_t x_bytes(int count) const { return std::size_t(count) * x_stride * 16; }
+  EXACTQ_HD std::size_t bytes(int count) const { return x_bytes(count) + std::size_t(count) * sum_stride * 4; }
+};
+template <int BITS, int GROUP>
+std::size_t mma_ring_bytes() { return std::size_t(kMmaWarps) * kMmaStages * MmaStage<BITS, GROUP>::kBytes; }
+template <int BITS, int GROUP>
 std::size_t mma_smem(int tile_values, int count) {
-  return mma_x_bytes(tile_values, count) + mma_sum_bytes(tile_values, count) + mma_ring_bytes<BITS>();
+  return MmaTileLayout(tile_values, GROUP).bytes(count) + mma_ring_bytes<BITS, GROUP>();
 }
 
 // Two codes' bf16/f16 patterns from 16-bit halves that hold (magic | code): the magic is the
@@ -185,15 +198,15 @@ __device__ __forceinline__ void mma_step(float (&d)[4], const std::uint32_t (&a)
   }
 }
 
-// Stages x for vectors [v0, v0 + count) of this pass and K values [first, first + values):
-// per chunk, vector and lane t the 8 values 8t..8t+7 as the pairs (0,4), (1,5), (2,6), (3,7)
-// (raw 16-bit patterns, no arithmetic), then per group and vector the f32 sum S_g in increasing
-// k, read back from shared memory. Ends with the block synchronised.
-__device__ __forceinline__ void stage_mma_x(uint4* xs, float* sums, const MmaParams& p, std::int64_t v0, int count,
-                                            std::int64_t first, int values) {
+// Stages x for vectors [v0, v0 + count) of this pass and K values [first, first + values), in
+// MmaTileLayout's order: per vector, chunk and lane t the 8 values 8t..8t+7 as the pairs (0,4),
+// (1,5), (2,6), (3,7) (raw 16-bit patterns, no arithmetic), then per vector and group the f32 sum
+// S_g in increasing k, read back from shared memory. Ends with the block synchronised.
+__device__ __forceinline__ void stage_mma_x(uint4* xs, float* sums, const MmaTileLayout& layout, const MmaParams& p,
+                                            std::int64_t v0, int count, std::int64_t first, int values) {
   const int chunks = values / 32;
   for (int e = threadIdx.x; e < count * chunks * 4; e += blockDim.x) {
-    const int t = e & 3, v = (e >> 2) % count, c = (e >> 2) / count;
+    const int t = e & 3, c = (e >> 2) % chunks, v = (e >> 2) / chunks;
     const uint4 raw = *reinterpret_cast<const uint4*>(static_cast<const std::uint16_t*>(p.x) +
                                                       ((v0 + v) * p.k + first + 32 * c + 8 * t));
     // raw.x = (x0, x1), raw.y = (x2, x3), raw.z = (x4, x5), raw.w = (x6, x7)
@@ -202,44 +215,88 @@ __device__ __forceinline__ void stage_mma_x(uint4* xs, float* sums, const MmaPar
     out.y = __byte_perm(raw.x, raw.z, 0x7632);  // (x1, x5)
     out.z = __byte_perm(raw.y, raw.w, 0x5410);  // (x2, x6)
     out.w = __byte_perm(raw.y, raw.w, 0x7632);  // (x3, x7)
-    xs[(c * count + v) * 4 + t] = out;
+    xs[v * layout.x_stride + 4 * c + t] = out;
   }
   __syncthreads();
   const int groups = values / p.group, chunks_per_group = p.group / 32;
   for (int e = threadIdx.x; e < count * groups; e += blockDim.x) {
-    const int v = e % count, g = e / count;
+    const int g = e % groups, v = e / groups;
     float s = 0.0f;
     for (int cc = 0; cc < chunks_per_group; ++cc)
 #pragma unroll
       for (int t = 0; t < 4; ++t) {
-        const uint4 u = xs[((g * chunks_per_group + cc) * count + v) * 4 + t];
+        const uint4 u = xs[v * layout.x_stride + 4 * (g * chunks_per_group + cc) + t];
         const unsigned w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
         for (int j = 0; j < 8; ++j) s = __fadd_rn(s, widen_half(j < 4 ? (w[j] & 0xffffu) : (w[j - 4] >> 16), p.dtype));
       }
-    sums[g * count + v] = s;
+    sums[v * layout.sum_stride + g] = s;
   }
   __syncthreads();
 }
 
-template <int BITS, bool BF16, int NT>
+// N consecutive 32-bit words from shared memory in the widest loads their alignment allows (the
+// callers' offsets are multiples of 4 N bytes).
+template <int N>
+__device__ __forceinline__ void read_words(const void* at, std::uint32_t (&w)[N]) {
+  if constexpr (N % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < N; i += 4) {
+      const uint4 v = reinterpret_cast<const uint4*>(at)[i / 4];
+      w[i] = v.x, w[i + 1] = v.y, w[i + 2] = v.z, w[i + 3] = v.w;
+    }
+  } else if constexpr (N == 2) {
+    const uint2 v = *reinterpret_cast<const uint2*>(at);
+    w[0] = v.x, w[1] = v.y;
+  } else {
+    static_assert(N == 1);
+    w[0] = *reinterpret_cast<const std::uint32_t*>(at);
+  }
+}
+
+// The stage's kGroups parameters of one row (scales or biases) as f32, from the stage's copy.
+// `odd` (one group per stage only) says which half of the copied word is the group's.
+template <int BITS, int GROUP, bool BF16>
+__device__ __forceinline__ void read_params(const std::uint8_t* at, bool odd, float (&out)[MmaStage<BITS, GROUP>::kGroups]) {
+  using Stage = MmaStage<BITS, GROUP>;
+  auto widen = [](std::uint32_t raw16) {
+    return BF16 ? __uint_as_float(raw16 << 16) : __half2float(__ushort_as_half(std::uint16_t(raw16)));
+  };
+  std::uint32_t w[Stage::kParamBytes / 4];
+  read_words<Stage::kParamBytes / 4>(at, w);
+  if constexpr (Stage::kGroups == 1) {
+    out[0] = widen(odd ? w[0] >> 16 : w[0] & 0xffffu);
+  } else {
+#pragma unroll
+    for (int i = 0; i < Stage::kGroups; ++i) out[i] = widen(i % 2 ? w[i / 2] >> 16 : w[i / 2] & 0xffffu);
+  }
+}
+
+// N consecutive f32 from shared memory (the group sums of a stage), widest loads first.
+template <int N>
+__device__ __forceinline__ void read_floats(const float* at, float (&out)[N]) {
+  std::uint32_t w[N];
+  read_words<N>(at, w);
+#pragma unroll
+  for (int i = 0; i < N; ++i) out[i] = __uint_as_float(w[i]);
+}
+
+template <int BITS, bool BF16, int NT, int GROUP>
 __global__ void __launch_bounds__(kMmaThreads, 2) qmv_mma_kernel(const MmaParams p) {
-  constexpr int kChunkBytes = 4 * BITS;
-  constexpr int kCps = kChunksPerStage<BITS>;
+  using Stage = MmaStage<BITS, GROUP>;
+  constexpr int kCps = Stage::kChunks, kGps = Stage::kGroups, kCpg = Stage::kChunksPerGroup;
   constexpr DType kType = BF16 ? DType::bf16 : DType::f16;
   extern __shared__ uint4 mma_shared[];
   uint4* xs = mma_shared;
   const std::int64_t v0 = std::int64_t(blockIdx.y) * kPassVectors;
   const int count = int(p.m - v0 < kPassVectors ? p.m - v0 : kPassVectors);
-  float* sums = reinterpret_cast<float*>(xs + p.tile_values / 32 * count * 4);
+  const MmaTileLayout layout(p.tile_values, GROUP);
+  float* sums = reinterpret_cast<float*>(reinterpret_cast<std::uint8_t*>(xs) + layout.x_bytes(count));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  std::uint8_t* ring = reinterpret_cast<std::uint8_t*>(sums + p.tile_values / 32 * count) +
-                       warp * (kMmaStages * kStageBytes<BITS> + kParamBufferBytes);
-  std::uint16_t* params = reinterpret_cast<std::uint16_t*>(ring + kMmaStages * kStageBytes<BITS>);
-  const std::int64_t row_bytes = p.k * BITS / 8, groups = p.k / p.group;
-  const int group_shift = p.group == 32 ? 0 : (p.group == 64 ? 1 : 2);  // chunks per group: 1 << shift
-  const int chunks_total = int(p.k / 32);
-  const int stages_total = chunks_total / kCps;  // K is a multiple of 32 * kCps (the launcher checks)
+  std::uint8_t* ring = reinterpret_cast<std::uint8_t*>(mma_shared) + layout.bytes(count) +
+                       std::size_t(warp) * kMmaStages * Stage::kBytes;
+  const std::int64_t row_bytes = p.k * BITS / 8, groups = p.k / GROUP;
+  const int stages_total = int(p.k / (32 * kCps));  // K is a multiple of the stage (the launcher checks)
   const int tile_chunks = p.tile_values / 32;
   const bool restage = p.k > p.tile_values;
   const std::int64_t tasks = (p.n + kMmaRows - 1) / kMmaRows;
@@ -250,35 +307,51 @@ __global__ void __launch_bounds__(kMmaThreads, 2) qmv_mma_kernel(const MmaParams
   // the loop has no bounds guards: a column past `count` repeats a real vector and is never
   // stored, and an mma column depends only on its own column of B, so every other column keeps
   // its bits.
-  // As pointers: chunk cl's B fragment is b_lane[nt][cl * count * 4], group gl's sums are
-  // fold_lane[nt][k][gl * count].
   const uint4* b_lane[NT];
   const float* fold_lane[NT][2];
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) {
-    b_lane[nt] = xs + min(nt * 8 + g, count - 1) * 4 + t;
-    fold_lane[nt][0] = sums + min(nt * 8 + 2 * t, count - 1);
-    fold_lane[nt][1] = sums + min(nt * 8 + 2 * t + 1, count - 1);
+    b_lane[nt] = xs + min(nt * 8 + g, count - 1) * layout.x_stride + t;
+    fold_lane[nt][0] = sums + min(nt * 8 + 2 * t, count - 1) * layout.sum_stride;
+    fold_lane[nt][1] = sums + min(nt * 8 + 2 * t + 1, count - 1) * layout.sum_stride;
   }
-  const int chunk_stride = count * 4;  // uint4s from one chunk's B fragments to the next's
+  // Where this lane reads in a stage: its words of rows g and g + 8, and those rows' parameters.
+  const int words_lo = g * Stage::kRowStride + t * BITS, words_hi = words_lo + 8 * Stage::kRowStride;
+  const int params_lo = Stage::kCodeBytes + g * Stage::kParamBytes, params_hi = params_lo + 8 * Stage::kParamBytes;
+  constexpr int kBiasesAt = kMmaRows * Stage::kParamBytes;
 
   for (std::int64_t trip = 0; trip < trips; ++trip) {
     const std::int64_t task = my_first_task + trip * warps_total;
     const bool active = warp < p.task_warps && task < tasks;
     const std::int64_t row_lo = task * kMmaRows + g, row_hi = row_lo + 8;
     const std::int64_t rl = row_lo < p.n ? row_lo : p.n - 1, rh = row_hi < p.n ? row_hi : p.n - 1;
-    // Lane (g, t) copies the 16-byte pieces t, t + 4, ... of rows g and g+8 of each stage.
+    // Lane (g, t) copies the 16-byte pieces t, t + 4, ... of rows g and g+8 of each stage, and
+    // lane l the parameters of row l / 2 (scales for l even, biases for l odd).
     const std::uint8_t* src_lo = p.packed + rl * row_bytes + 16 * t;
     const std::uint8_t* src_hi = p.packed + rh * row_bytes + 16 * t;
+    const std::int64_t param_row_unclamped = task * kMmaRows + lane / 2;
+    const std::int64_t param_first = (param_row_unclamped < p.n ? param_row_unclamped : p.n - 1) * groups;
+    const std::uint16_t* param_src = static_cast<const std::uint16_t*>(lane % 2 ? p.biases : p.scales) + param_first;
+    const int param_to = Stage::kCodeBytes + (lane % 2) * kBiasesAt + (lane / 2) * Stage::kParamBytes;
+    // One group per stage: which half of the copied word holds rows g's and g+8's parameter at
+    // stage 0 (it alternates with the stage).
+    const bool odd_lo0 = ((rl * groups) & 1) != 0, odd_hi0 = ((rh * groups) & 1) != 0;
     // Stage st goes to ring slot st % kMmaStages; callers pass the slot (counters, not divisions).
     auto issue = [&](int st, int ring_slot) {
       if (active && st < stages_total) {
-        std::uint8_t* slot = ring + ring_slot * kStageBytes<BITS>;
+        std::uint8_t* slot = ring + ring_slot * Stage::kBytes;
         const std::int64_t off = std::int64_t(st) * kStageRowBytes;
 #pragma unroll
         for (int piece = 0; piece < kStageRowBytes / 64; ++piece) {  // pieces t, t + 4, ... of the row
-          copy16_async(slot + g * kRowStride<BITS> + 64 * piece + 16 * t, src_lo + off + 64 * piece);
-          copy16_async(slot + (g + 8) * kRowStride<BITS> + 64 * piece + 16 * t, src_hi + off + 64 * piece);
+          copy16_async(slot + g * Stage::kRowStride + 64 * piece + 16 * t, src_lo + off + 64 * piece);
+          copy16_async(slot + (g + 8) * Stage::kRowStride + 64 * piece + 16 * t, src_hi + off + 64 * piece);
+        }
+        if constexpr (kGps == 1) {
+          // The aligned word holding the group; at the matrix's last element, only its 2 bytes.
+          const std::int64_t at = param_first + st;
+          copy4_async_partial(slot + param_to, param_src + st - (at & 1), (at & 1) ? 4 : 2);
+        } else {
+          copy_async<Stage::kParamBytes>(slot + param_to, param_src + std::int64_t(st) * kGps);
         }
       }
       commit_async_copies();
@@ -288,109 +361,66 @@ __global__ void __launch_bounds__(kMmaThreads, 2) qmv_mma_kernel(const MmaParams
     for (int j = 0; j < NT; ++j)
 #pragma unroll
       for (int i = 0; i < 4; ++i) total[j][i] = 0.0f;
-    float acc[NT][4];
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[j][i] = 0.0f;
-    // Group parameter windows (see kWindowGroups): lane l loads row l/2's scales (l even) or
-    // biases (l odd) for the 16 groups of a window.
-    const int stages_per_window = kWindowGroups * p.group / (32 * kCps);
-    const std::int64_t my_param_row = task * kMmaRows + lane / 2;
-    const std::uint16_t* my_params = static_cast<const std::uint16_t*>(lane % 2 ? p.biases : p.scales) +
-                                     (my_param_row < p.n ? my_param_row : p.n - 1) * groups;
-    std::uint16_t pending[kWindowGroups];
-    auto load_window = [&](int window) {
-#pragma unroll
-      for (int i = 0; i < kWindowGroups; ++i) {
-        const std::int64_t grp = std::int64_t(window) * kWindowGroups + i;
-        pending[i] = active && grp < groups ? my_params[grp] : std::uint16_t(0);
-      }
-    };
-    // The buffer holds [2 windows][16 rows][16 groups][scale, bias], so one 32-bit read gives a
-    // row's scale and bias of a group.
-    auto park_window = [&](int window) {
-      std::uint16_t* to = params + (window & 1) * (kMmaRows * 2 * kWindowGroups) + (lane / 2) * 2 * kWindowGroups + lane % 2;
-#pragma unroll
-      for (int i = 0; i < kWindowGroups; ++i) to[2 * i] = pending[i];
-    };
-    // Scale and bias of group grp for a row (g or g + 8), from the buffer.
-    auto param_pair = [&](int grp, int row, float& scale, float& bias) {
-      static_assert(kWindowGroups == 16, "windows are indexed with shifts and masks");
-      const std::uint32_t raw = *reinterpret_cast<const std::uint32_t*>(
-          params + ((grp >> 4) & 1) * (kMmaRows * 2 * kWindowGroups) + (row * kWindowGroups + (grp & 15)) * 2);
-      if constexpr (BF16) {
-        scale = __uint_as_float(raw << 16), bias = __uint_as_float(raw & 0xffff0000u);
-      } else {
-        scale = __half2float(__ushort_as_half(std::uint16_t(raw & 0xffffu)));
-        bias = __half2float(__ushort_as_half(std::uint16_t(raw >> 16)));
-      }
-    };
-    float s_lo = 0, s_hi = 0, b_lo = 0, b_hi = 0;
-    load_window(0);
 #pragma unroll
     for (int st = 0; st < kMmaStages - 1; ++st) issue(st, st);
 
-    // Counters instead of run-time divisions in the loop (each % or / by a run-time value is an
-    // IABS/I2F/MUFU/F2I sequence, and the SASS had six per stage): the stage's ring slot, its
-    // first chunk within the staged tile of x, and its place in the parameter window.
-    int read_slot = 0, tile_chunk0 = 0, window_stage = 0, window = 0;
+    // Counters instead of run-time divisions in the loop: the stage's ring slot and its first
+    // chunk within the staged tile of x.
+    int read_slot = 0, tile_chunk0 = 0;
     for (int st = 0; st < stages_total; ++st, tile_chunk0 += kCps) {
-      const int c0 = st * kCps;
       if (tile_chunk0 == tile_chunks) tile_chunk0 = 0;
       if (tile_chunk0 == 0 && (restage || trip == 0)) {
         __syncthreads();
-        const std::int64_t first = std::int64_t(c0) * 32;
+        const std::int64_t first = std::int64_t(st) * kCps * 32;
         const int values = int(p.k - first < p.tile_values ? p.k - first : p.tile_values);
-        stage_mma_x(xs, sums, p, v0, count, first, values);
+        stage_mma_x(xs, sums, layout, p, v0, count, first, values);
       }
       issue(st + kMmaStages - 1, read_slot == 0 ? kMmaStages - 1 : read_slot - 1);
-      if (window_stage == 0) {  // a window starts: park its parameters, load the next's
-        park_window(window);
-        load_window(window + 1);
-      }
-      if (++window_stage == stages_per_window) window_stage = 0, ++window;
       wait_async_copies<kMmaStages - 1>();
-      __syncwarp();  // the stage was copied (and the window parked) by all lanes of the warp
-      const std::uint8_t* slot = ring + read_slot * kStageBytes<BITS>;
+      __syncwarp();  // the stage was copied by all lanes of the warp
+      const std::uint8_t* slot = ring + read_slot * Stage::kBytes;
       read_slot = read_slot == kMmaStages - 1 ? 0 : read_slot + 1;
+      // The stage's parameters and group sums, read up front so no fold waits for them.
+      float s_lo[kGps], b_lo[kGps], s_hi[kGps], b_hi[kGps];
+      const bool odd_lo = odd_lo0 != ((st & 1) != 0), odd_hi = odd_hi0 != ((st & 1) != 0);
+      read_params<BITS, GROUP, BF16>(slot + params_lo, odd_lo, s_lo);
+      read_params<BITS, GROUP, BF16>(slot + params_lo + kBiasesAt, odd_lo, b_lo);
+      read_params<BITS, GROUP, BF16>(slot + params_hi, odd_hi, s_hi);
+      read_params<BITS, GROUP, BF16>(slot + params_hi + kBiasesAt, odd_hi, b_hi);
+      const int group0 = tile_chunk0 / kCpg;  // the stage's first group within the staged tile
+      float sum_a[NT][kGps], sum_b[NT][kGps];
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        read_floats<kGps>(fold_lane[nt][0] + group0, sum_a[nt]);
+        read_floats<kGps>(fold_lane[nt][1] + group0, sum_b[nt]);
+      }
+      float acc[NT][4];
 #pragma unroll
       for (int j = 0; j < kCps; ++j) {
-        const int c = c0 + j;
-        if ((c & ((1 << group_shift) - 1)) == 0) {  // a group starts: its parameters
-          const int grp = c >> group_shift;
-          param_pair(grp, g, s_lo, b_lo);
-          param_pair(grp, g + 8, s_hi, b_hi);
-          if constexpr (kCodeOffset<BITS, BF16> != 0.0f) {
-            b_lo = __fmaf_rn(-kCodeOffset<BITS, BF16>, s_lo, b_lo);
-            b_hi = __fmaf_rn(-kCodeOffset<BITS, BF16>, s_hi, b_hi);
-          }
-        }
         std::uint32_t w_lo[BITS / 4], w_hi[BITS / 4];
-        read_chunk_words<BITS>(slot + g * kRowStride<BITS> + j * kChunkBytes + t * (BITS), w_lo);
-        read_chunk_words<BITS>(slot + (g + 8) * kRowStride<BITS> + j * kChunkBytes + t * (BITS), w_hi);
+        read_chunk_words<BITS>(slot + words_lo + j * Stage::kChunkBytes, w_lo);
+        read_chunk_words<BITS>(slot + words_hi + j * Stage::kChunkBytes, w_hi);
         std::uint32_t p_lo[4], p_hi[4];
         codes_to_pairs<BITS, BF16>(w_lo, p_lo);
         codes_to_pairs<BITS, BF16>(w_hi, p_hi);
-        const int cl = tile_chunk0 + j;  // c's chunk within the staged tile
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-          const uint4 b = b_lane[nt][cl * chunk_stride];
+          if (j % kCpg == 0)  // a group starts
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
+          const uint4 b = b_lane[nt][4 * (tile_chunk0 + j)];
           mma_step<BF16>(acc[nt], {p_lo[0], p_hi[0], p_lo[1], p_hi[1]}, b.x, b.y);
           mma_step<BF16>(acc[nt], {p_lo[2], p_hi[2], p_lo[3], p_hi[3]}, b.z, b.w);
         }
-        if (((c + 1) & ((1 << group_shift) - 1)) == 0) {  // the group ends: fold it
-          const int gl = cl >> group_shift;
+        if (j % kCpg == kCpg - 1) {  // the group ends: fold it
+          const int i = j / kCpg;  // a constant once the loop is unrolled
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) {
-            const float2 sum = make_float2(fold_lane[nt][0][gl * count], fold_lane[nt][1][gl * count]);
             // acc: [0] (row g, vector 2t), [1] (g, 2t+1), [2] (g+8, 2t), [3] (g+8, 2t+1)
-            total[nt][0] = __fmaf_rn(s_lo, acc[nt][0], __fmaf_rn(b_lo, sum.x, total[nt][0]));
-            total[nt][1] = __fmaf_rn(s_lo, acc[nt][1], __fmaf_rn(b_lo, sum.y, total[nt][1]));
-            total[nt][2] = __fmaf_rn(s_hi, acc[nt][2], __fmaf_rn(b_hi, sum.x, total[nt][2]));
-            total[nt][3] = __fmaf_rn(s_hi, acc[nt][3], __fmaf_rn(b_hi, sum.y, total[nt][3]));
-#pragma unroll
-            for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
+            total[nt][0] = __fmaf_rn(s_lo[i], acc[nt][0], __fmaf_rn(b_lo[i], sum_a[nt][i], total[nt][0]));
+            total[nt][1] = __fmaf_rn(s_lo[i], acc[nt][1], __fmaf_rn(b_lo[i], sum_b[nt][i], total[nt][1]));
+            total[nt][2] = __fmaf_rn(s_hi[i], acc[nt][2], __fmaf_rn(b_hi[i], sum_a[nt][i], total[nt][2]));
+            total[nt][3] = __fmaf_rn(s_hi[i], acc[nt][3], __fmaf_rn(b_hi[i], sum_b[nt][i], total[nt][3]));
           }
         }
       }
@@ -410,33 +440,34 @@ __global__ void __launch_bounds__(kMmaThreads, 2) qmv_mma_kernel(const MmaParams
   }
 }
 
-template <int BITS, bool BF16, int NT>
+template <int BITS, bool BF16, int NT, int GROUP>
 int mma_blocks_per_sm(std::size_t smem) {
-  return resident_blocks<qmv_mma_kernel<BITS, BF16, NT>>(kMmaThreads, smem, 200 * 1024);
+  return resident_blocks<qmv_mma_kernel<BITS, BF16, NT, GROUP>>(kMmaThreads, smem, 200 * 1024);
 }
 
-// K values of x staged per block at a time for `count` vectors: what fits next to the rings in
-// ~100 KB (two blocks per SM), a multiple of 256 so tiles never split a group or a ring stage.
-template <int BITS>
+// K values of x staged per block at a time for `count` vectors: the most that fits next to the
+// rings in ~100 KB (two blocks per SM), a multiple of 256 so tiles never split a group or a ring
+// stage, or all of K.
+template <int BITS, int GROUP>
 int mma_tile(std::int64_t k, int count) {
-  const double left = 100.0 * 1024 - double(mma_ring_bytes<BITS>());
-  int tile = int(left / (count * (2.0 + 4.0 / 32)) / 256) * 256;
-  tile = tile < 256 ? 256 : tile;
+  constexpr std::size_t kBudget = 100 * 1024;
+  int tile = 256;
+  while (tile < k && mma_smem<BITS, GROUP>(tile + 256, count) <= kBudget) tile += 256;
   return int(k < tile ? k : tile);
 }
 
-template <int BITS, bool BF16, int NT>
+template <int BITS, bool BF16, int NT, int GROUP>
 void launch_pass(const MmaParams& base, std::int64_t first_pass, std::int64_t passes, cudaStream_t stream) {
   MmaParams p = base;
   const std::int64_t vectors = base.m - first_pass * kPassVectors;
   const int count = int(vectors < kPassVectors ? vectors : kPassVectors);  // passes > 1 are all full
-  p.tile_values = mma_tile<BITS>(p.k, count);
+  p.tile_values = mma_tile<BITS, GROUP>(p.k, count);
   const std::int64_t tasks = (p.n + kMmaRows - 1) / kMmaRows;
   const std::int64_t per_sm = (tasks + sm_count() - 1) / sm_count();
   p.task_warps = int(per_sm < kMmaWarps ? per_sm : kMmaWarps);
-  const std::size_t smem = mma_smem<BITS>(p.tile_values, count);
+  const std::size_t smem = mma_smem<BITS, GROUP>(p.tile_values, count);
   const std::int64_t blocks_needed = (tasks + p.task_warps - 1) / p.task_warps;
-  const std::int64_t resident = std::int64_t(mma_blocks_per_sm<BITS, BF16, NT>(smem)) * sm_count();
+  const std::int64_t resident = std::int64_t(mma_blocks_per_sm<BITS, BF16, NT, GROUP>(smem)) * sm_count();
   const unsigned grid_x = unsigned(blocks_needed < resident ? blocks_needed : resident);
   // Each launch sees the vectors from its first pass on as its own vectors 0..
   p.x = static_cast<const std::uint16_t*>(base.x) + first_pass * kPassVectors * p.k;
@@ -445,7 +476,7 @@ void launch_pass(const MmaParams& base, std::int64_t first_pass, std::int64_t pa
   constexpr std::int64_t kMaxGridY = 65535;
   for (std::int64_t done = 0; done < passes; done += kMaxGridY) {
     const std::int64_t now = passes - done < kMaxGridY ? passes - done : kMaxGridY;
-    qmv_mma_kernel<BITS, BF16, NT><<<dim3(grid_x, unsigned(now)), kMmaThreads, smem, stream>>>(p);
+    qmv_mma_kernel<BITS, BF16, NT, GROUP><<<dim3(grid_x, unsigned(now)), kMmaThreads, smem, stream>>>(p);
     EXACTQ_CUDA_CHECK(cudaGetLastError());
     p.x = static_cast<const std::uint16_t*>(p.x) + now * kPassVectors * p.k;
     p.y = static_cast<std::uint16_t*>(p.y) + now * kPassVectors * p.n;
@@ -467,31 +498,42 @@ void launch_qmv_mma(const QuantizedMatrixView& w, const void* x, std::int64_t m,
   if (w.n * (w.k / w.group) >= (std::int64_t(1) << 31))
     throw std::invalid_argument("[exactq] N * K / group = " + std::to_string(w.n * (w.k / w.group)) +
                                 " group parameters: qmv_mma indexes them with 32 bits");
+  for (const void* params : {w.scales.data(), w.biases.data()})
+    if (reinterpret_cast<std::uintptr_t>(params) % 16 != 0)
+      throw std::invalid_argument("[exactq] qmv_mma: scales and biases must be 16-byte aligned (they are copied in "
+                                  "16-byte pieces); got address " + std::to_string(reinterpret_cast<std::uintptr_t>(params)));
   const bool bf16 = w.dtype == DType::bf16;
-  auto run = [&]<int BITS>() {
+  auto run = [&]<int BITS, int GROUP>() {
     MmaParams p{w.packed.data(), w.scales.data(), w.biases.data(), x, y, w.n, w.k, m, w.group, 0, w.dtype, kMmaWarps};
     // Passes of 16 vectors; a last pass of at most 8 needs only one n-tile.
     const std::int64_t full = m / kPassVectors;
     const int rest = int(m - full * kPassVectors);
     auto go = [&]<int NT>(std::int64_t first, std::int64_t passes) {
-      if (bf16) launch_pass<BITS, true, NT>(p, first, passes, stream);
-      else launch_pass<BITS, false, NT>(p, first, passes, stream);
+      if (bf16) launch_pass<BITS, true, NT, GROUP>(p, first, passes, stream);
+      else launch_pass<BITS, false, NT, GROUP>(p, first, passes, stream);
     };
     if (full > 0) go.template operator()<2>(0, full);
     if (rest > 8) go.template operator()<2>(full, 1);
     else if (rest > 0) go.template operator()<1>(full, 1);
   };
-  if (w.bits == 4) run.template operator()<4>();
-  else run.template operator()<8>();
+  // The group is a template parameter: the folds' places in a stage are then constants.
+  auto with_group = [&]<int BITS>() {
+    if (w.group == 32) run.template operator()<BITS, 32>();
+    else if (w.group == 64) run.template operator()<BITS, 64>();
+    else run.template operator()<BITS, 128>();
+  };
+  if (w.bits == 4) with_group.template operator()<4>();
+  else with_group.template operator()<8>();
 }
 
 cuda::KernelResources qmv_mma_resources(int bits, int vectors) {
   cudaFuncAttributes a{};
   int blocks = 0;
   auto get = [&]<int BITS, int NT>() {
-    EXACTQ_CUDA_CHECK(cudaFuncGetAttributes(&a, qmv_mma_kernel<BITS, true, NT>));
+    // Group 64, the benchmark's default.
+    EXACTQ_CUDA_CHECK(cudaFuncGetAttributes(&a, qmv_mma_kernel<BITS, true, NT, 64>));
     const int count = NT * 8;
-    blocks = mma_blocks_per_sm<BITS, true, NT>(mma_smem<BITS>(mma_tile<BITS>(4096, count), count));
+    blocks = mma_blocks_per_sm<BITS, true, NT, 64>(mma_smem<BITS, 64>(mma_tile<BITS, 64>(4096, count), count));
   };
   const bool wide = vectors > 8;
   if (bits == 8) wide ? get.template operator()<8, 2>() : get.template operator()<8, 1>();

@@ -154,6 +154,35 @@ TEST(CudaQmvMma, AccuracyAgainstFloat64AndCpuReference) {
       }
 }
 
+// 8 bits, group 128: a ring stage holds one group, whose 2-byte parameters are copied as the
+// aligned 4-byte word that holds them. With an odd number of groups per row (K = 33 x 128) and
+// odd N, rows alternate which half is theirs and the matrix's last parameter has no aligned word
+// of its own (only its 2 bytes are read). Checked against the CPU reference and for width
+// invariance.
+TEST(CudaQmvMma, OddGroupCountAtEightBitsGroup128) {
+  REQUIRE_GPU();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(std::string(to_string(dtype)));
+    const std::int64_t n = 37, k = 33 * 128, m = 9;
+    const Case c = make_case(n, k, 8, 128, dtype, m, seed + int(dtype));
+    const Bytes y = run_gpu(Kernel::qmv_mma, c, c.x, m);
+    Bytes y_ref(y.size());
+    cpu::qmv(Kernel::qmv_mma, c.host.view(), c.x, m, y_ref);
+    const double u_out = dtype == DType::bf16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+    std::int64_t far = 0;
+    for (std::size_t i = 0; i < std::size_t(m * n); ++i) {
+      const double a = load_f32(y.data(), i, dtype), b = load_f32(y_ref.data(), i, dtype);
+      far += std::fabs(a - b) > 4 * u_out * std::max(std::fabs(b), 1.0);  // a wrong parameter is far off
+    }
+    EXPECT_EQ(far, 0);
+    for (std::int64_t v = 0; v < m; ++v)
+      EXPECT_EQ(differing(run_gpu(Kernel::qmv_mma, c, rows_of(c.x, v, 1, k, dtype), 1), rows_of(y, v, 1, n, dtype)), 0)
+          << "vector " << v;
+  }
+}
+
 TEST(CudaQmvMma, RejectsWhatItDoesNotServe) {
   REQUIRE_GPU();
   const Case f32 = make_case(16, 256, 4, 64, DType::f32, 1, 1);
@@ -162,6 +191,23 @@ TEST(CudaQmvMma, RejectsWhatItDoesNotServe) {
   EXPECT_THROW(run_gpu(Kernel::qmv_mma, three, three.x, 1), std::invalid_argument);
   const Case odd_k = make_case(16, 320, 4, 64, DType::bf16, 1, 1);  // 320 is not a multiple of 256
   EXPECT_THROW(run_gpu(Kernel::qmv_mma, odd_k, odd_k.x, 1), std::invalid_argument);
+  // Scales off 16-byte alignment (parameters are copied in pieces of up to 16 bytes): the first
+  // 16 rows of a 32-row matrix, with the scales read from 2 bytes on; from 16 bytes on (control)
+  // the same view is accepted.
+  const Case params = make_case(32, 256, 4, 64, DType::bf16, 1, 1);
+  auto run_rows16_scales_from = [&](std::size_t offset) {
+    QuantizedMatrixView v = params.device.view;
+    const std::size_t param_bytes = 16 * 4 * 2;  // 16 rows x 4 groups x bf16
+    v.n = 16;
+    v.packed = v.packed.subspan(0, std::size_t(16 * v.row_bytes()));
+    v.scales = v.scales.subspan(offset, param_bytes);
+    v.biases = v.biases.subspan(0, param_bytes);
+    cuda::DeviceBuffer dx(params.x.size()), dy(16 * 2);
+    dx.upload(params.x);
+    cuda::qmv(Kernel::qmv_mma, v, dx.bytes(), 1, dy.bytes());
+  };
+  EXPECT_THROW(run_rows16_scales_from(2), std::invalid_argument);
+  EXPECT_NO_THROW(run_rows16_scales_from(16));
   const Case ok = make_case(16, 256, 4, 64, DType::bf16, 1, 1);  // control
   EXPECT_NO_THROW(run_gpu(Kernel::qmv_mma, ok, ok.x, 1));
 }

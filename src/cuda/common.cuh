@@ -199,6 +199,24 @@ __device__ __forceinline__ void copy4_async_partial(void* shared, const void* gl
   const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(shared));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(to), "l"(global), "r"(valid));
 }
+// The same copies, issued only where `pred` holds: a predicated instruction, not a branch (a
+// branch around copies costs a reconvergence barrier per stage in a loop).
+template <int BYTES>
+__device__ __forceinline__ void copy_async_if(bool pred, void* shared, const void* global) {
+  static_assert(BYTES == 4 || BYTES == 8 || BYTES == 16, "cp.async copies 4, 8 or 16 bytes");
+  const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  if constexpr (BYTES == 16)
+    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n @p cp.async.cg.shared.global [%0], [%1], 16;\n}\n" ::"r"(to),
+                 "l"(global), "r"(int(pred)));
+  else
+    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n @p cp.async.ca.shared.global [%0], [%1], %3;\n}\n" ::"r"(to),
+                 "l"(global), "r"(int(pred)), "n"(BYTES));
+}
+__device__ __forceinline__ void copy4_async_partial_if(bool pred, void* shared, const void* global, int valid) {
+  const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n @p cp.async.ca.shared.global [%0], [%1], 4, %3;\n}\n" ::"r"(to),
+               "l"(global), "r"(int(pred)), "r"(valid));
+}
 __device__ __forceinline__ void commit_async_copies() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int PENDING>
 __device__ __forceinline__ void wait_async_copies() {

@@ -32,8 +32,14 @@ namespace {
 // down projection has 240 tasks), only the first `task_warps` warps of a block take tasks and the
 // others just help stage x, so the blocks spread over all SMs. The launcher picks task_warps from
 // N and the SM count; it never enters any row's arithmetic.
-inline constexpr int kMmaWarps = 8;
+// A -D knob: 8 (two blocks per SM) or 16 (one block per SM, twice the rows per staged x tile).
+#ifndef EXACTQ_MMA_WARPS
+#define EXACTQ_MMA_WARPS 8
+#endif
+inline constexpr int kMmaWarps = EXACTQ_MMA_WARPS;
+static_assert(kMmaWarps == 8 || kMmaWarps == 16, "8 or 16 warps per block");
 inline constexpr int kMmaThreads = kMmaWarps * 32;
+inline constexpr int kMmaBlocksPerSm = 16 / kMmaWarps;  // 16 warps per SM at 128 registers
 inline constexpr int kMmaRows = 16;          // rows per warp task: the mma's M
 // Bytes of one row in one ring stage: a whole 128-byte line per row (64 B per row and stage
 // measured 1.0 TB/s on 28672x8192: half-line reads from 16 rows scattered the DRAM accesses).
@@ -43,7 +49,9 @@ inline constexpr int kStageRowBytes = 128;
 #define EXACTQ_MMA_STAGES 3
 #endif
 inline constexpr int kMmaStages = EXACTQ_MMA_STAGES;
-inline constexpr int kPassVectors = 16;      // vectors per pass: two n-tiles of 8
+inline constexpr int kPassVectors = 16;  // vectors per pass: two n-tiles of 8
+// Shared memory of a block, at most: the SM's 228 KB, less 1 KB reserved per block.
+inline constexpr std::size_t kMmaBlockSmem = (228 / kMmaBlocksPerSm - 1) * 1024;
 
 // Experiment (-D): feed 4-bit codes to the mma as magic + q (128 in bf16, 1024 in f16) instead of
 // q, and fold the offset into the bias, b - magic * s: one HSUB2 less per two weights, at the
@@ -204,18 +212,31 @@ __device__ __forceinline__ void mma_step(float (&d)[4], const std::uint32_t (&a)
 // S_g in increasing k, read back from shared memory. Ends with the block synchronised.
 __device__ __forceinline__ void stage_mma_x(uint4* xs, float* sums, const MmaTileLayout& layout, const MmaParams& p,
                                             std::int64_t v0, int count, std::int64_t first, int values) {
-  const int chunks = values / 32;
-  for (int e = threadIdx.x; e < count * chunks * 4; e += blockDim.x) {
-    const int t = e & 3, c = (e >> 2) % chunks, v = (e >> 2) / chunks;
-    const uint4 raw = *reinterpret_cast<const uint4*>(static_cast<const std::uint16_t*>(p.x) +
-                                                      ((v0 + v) * p.k + first + 32 * c + 8 * t));
-    // raw.x = (x0, x1), raw.y = (x2, x3), raw.z = (x4, x5), raw.w = (x6, x7)
-    uint4 out;
-    out.x = __byte_perm(raw.x, raw.z, 0x5410);  // (x0, x4)
-    out.y = __byte_perm(raw.x, raw.z, 0x7632);  // (x1, x5)
-    out.z = __byte_perm(raw.y, raw.w, 0x5410);  // (x2, x6)
-    out.w = __byte_perm(raw.y, raw.w, 0x7632);  // (x3, x7)
-    xs[v * layout.x_stride + 4 * c + t] = out;
+  // A thread takes a 16-byte piece (chunk c, lane t) and reads it for up to 4 vectors before
+  // it writes any, so several L2 reads are in flight (one at a time, restaging at M = 16 waited
+  // a full latency per piece: 19 % of the kernel's stall samples).
+  const int pieces = values / 8;  // 16-byte pieces of one vector's tile
+  for (int e = threadIdx.x; e < pieces; e += blockDim.x) {
+    const int c = e >> 2, t = e & 3;
+    for (int vb = 0; vb < count; vb += 4) {
+      uint4 raw[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        if (vb + u < count)
+          raw[u] = *reinterpret_cast<const uint4*>(static_cast<const std::uint16_t*>(p.x) +
+                                                   ((v0 + vb + u) * p.k + first + 8 * e));
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        if (vb + u < count) {
+          // raw.x = (x0, x1), raw.y = (x2, x3), raw.z = (x4, x5), raw.w = (x6, x7)
+          uint4 out;
+          out.x = __byte_perm(raw[u].x, raw[u].z, 0x5410);  // (x0, x4)
+          out.y = __byte_perm(raw[u].x, raw[u].z, 0x7632);  // (x1, x5)
+          out.z = __byte_perm(raw[u].y, raw[u].w, 0x5410);  // (x2, x6)
+          out.w = __byte_perm(raw[u].y, raw[u].w, 0x7632);  // (x3, x7)
+          xs[(vb + u) * layout.x_stride + 4 * c + t] = out;
+        }
+    }
   }
   __syncthreads();
   const int groups = values / p.group, chunks_per_group = p.group / 32;
@@ -282,7 +303,7 @@ __device__ __forceinline__ void read_floats(const float* at, float (&out)[N]) {
 }
 
 template <int BITS, bool BF16, int NT, int GROUP>
-__global__ void __launch_bounds__(kMmaThreads, 2) qmv_mma_kernel(const MmaParams p) {
+__global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerSm) qmv_mma_kernel(const MmaParams p) {
   using Stage = MmaStage<BITS, GROUP>;
   constexpr int kCps = Stage::kChunks, kGps = Stage::kGroups, kCpg = Stage::kChunksPerGroup;
   constexpr DType kType = BF16 ? DType::bf16 : DType::f16;
@@ -326,34 +347,38 @@ __global__ void __launch_bounds__(kMmaThreads, 2) qmv_mma_kernel(const MmaParams
     const std::int64_t row_lo = task * kMmaRows + g, row_hi = row_lo + 8;
     const std::int64_t rl = row_lo < p.n ? row_lo : p.n - 1, rh = row_hi < p.n ? row_hi : p.n - 1;
     // Lane (g, t) copies the 16-byte pieces t, t + 4, ... of rows g and g+8 of each stage, and
-    // lane l the parameters of row l / 2 (scales for l even, biases for l odd).
-    const std::uint8_t* src_lo = p.packed + rl * row_bytes + 16 * t;
-    const std::uint8_t* src_hi = p.packed + rh * row_bytes + 16 * t;
+    // lane l the parameters of row l / 2 (scales for l even, biases for l odd). The sources
+    // advance by one stage per issue (stages are issued in order): loop-carried pointers, not
+    // addresses recomputed from the row clamps at every stage.
+    const std::uint8_t* next_lo = p.packed + rl * row_bytes + 16 * t;
+    const std::uint8_t* next_hi = p.packed + rh * row_bytes + 16 * t;
     const std::int64_t param_row_unclamped = task * kMmaRows + lane / 2;
     const std::int64_t param_first = (param_row_unclamped < p.n ? param_row_unclamped : p.n - 1) * groups;
-    const std::uint16_t* param_src = static_cast<const std::uint16_t*>(lane % 2 ? p.biases : p.scales) + param_first;
+    const std::uint16_t* next_param = static_cast<const std::uint16_t*>(lane % 2 ? p.biases : p.scales) + param_first;
+    bool next_param_odd = (param_first & 1) != 0;  // one group per stage: the element's place in its word
     const int param_to = Stage::kCodeBytes + (lane % 2) * kBiasesAt + (lane / 2) * Stage::kParamBytes;
+    const int copy_lo = g * Stage::kRowStride + 16 * t, copy_hi = copy_lo + 8 * Stage::kRowStride;
     // One group per stage: which half of the copied word holds rows g's and g+8's parameter at
     // stage 0 (it alternates with the stage).
     const bool odd_lo0 = ((rl * groups) & 1) != 0, odd_hi0 = ((rh * groups) & 1) != 0;
-    // Stage st goes to ring slot st % kMmaStages; callers pass the slot (counters, not divisions).
-    auto issue = [&](int st, int ring_slot) {
-      if (active && st < stages_total) {
-        std::uint8_t* slot = ring + ring_slot * Stage::kBytes;
-        const std::int64_t off = std::int64_t(st) * kStageRowBytes;
+    int issued = 0;
+    // The next stage goes to ring slot `ring_slot` (stage st to st % kMmaStages: the callers count).
+    auto issue = [&](int ring_slot) {
+      const bool copy = active && issued < stages_total;
+      std::uint8_t* slot = ring + ring_slot * Stage::kBytes;
 #pragma unroll
-        for (int piece = 0; piece < kStageRowBytes / 64; ++piece) {  // pieces t, t + 4, ... of the row
-          copy16_async(slot + g * Stage::kRowStride + 64 * piece + 16 * t, src_lo + off + 64 * piece);
-          copy16_async(slot + (g + 8) * Stage::kRowStride + 64 * piece + 16 * t, src_hi + off + 64 * piece);
-        }
-        if constexpr (kGps == 1) {
-          // The aligned word holding the group; at the matrix's last element, only its 2 bytes.
-          const std::int64_t at = param_first + st;
-          copy4_async_partial(slot + param_to, param_src + st - (at & 1), (at & 1) ? 4 : 2);
-        } else {
-          copy_async<Stage::kParamBytes>(slot + param_to, param_src + std::int64_t(st) * kGps);
-        }
+      for (int piece = 0; piece < kStageRowBytes / 64; ++piece) {  // pieces t, t + 4, ... of the row
+        copy_async_if<16>(copy, slot + copy_lo + 64 * piece, next_lo + 64 * piece);
+        copy_async_if<16>(copy, slot + copy_hi + 64 * piece, next_hi + 64 * piece);
       }
+      if constexpr (kGps == 1) {
+        // The aligned word holding the group; at the matrix's last element, only its 2 bytes.
+        copy4_async_partial_if(copy, slot + param_to, next_param - (next_param_odd ? 1 : 0), next_param_odd ? 4 : 2);
+        next_param_odd = !next_param_odd;
+      } else {
+        copy_async_if<Stage::kParamBytes>(copy, slot + param_to, next_param);
+      }
+      next_lo += kStageRowBytes, next_hi += kStageRowBytes, next_param += kGps, ++issued;
       commit_async_copies();
     };
     float total[NT][4];
@@ -362,7 +387,7 @@ __global__ void __launch_bounds__(kMmaThreads, 2) qmv_mma_kernel(const MmaParams
 #pragma unroll
       for (int i = 0; i < 4; ++i) total[j][i] = 0.0f;
 #pragma unroll
-    for (int st = 0; st < kMmaStages - 1; ++st) issue(st, st);
+    for (int st = 0; st < kMmaStages - 1; ++st) issue(st);
 
     // Counters instead of run-time divisions in the loop: the stage's ring slot and its first
     // chunk within the staged tile of x.
@@ -375,7 +400,7 @@ __global__ void __launch_bounds__(kMmaThreads, 2) qmv_mma_kernel(const MmaParams
         const int values = int(p.k - first < p.tile_values ? p.k - first : p.tile_values);
         stage_mma_x(xs, sums, layout, p, v0, count, first, values);
       }
-      issue(st + kMmaStages - 1, read_slot == 0 ? kMmaStages - 1 : read_slot - 1);
+      issue(read_slot == 0 ? kMmaStages - 1 : read_slot - 1);  // stage st + kMmaStages - 1
       wait_async_copies<kMmaStages - 1>();
       __syncwarp();  // the stage was copied by all lanes of the warp
       const std::uint8_t* slot = ring + read_slot * Stage::kBytes;
@@ -442,15 +467,15 @@ __global__ void __launch_bounds__(kMmaThreads, 2) qmv_mma_kernel(const MmaParams
 
 template <int BITS, bool BF16, int NT, int GROUP>
 int mma_blocks_per_sm(std::size_t smem) {
-  return resident_blocks<qmv_mma_kernel<BITS, BF16, NT, GROUP>>(kMmaThreads, smem, 200 * 1024);
+  return resident_blocks<qmv_mma_kernel<BITS, BF16, NT, GROUP>>(kMmaThreads, smem, int(kMmaBlockSmem));
 }
 
 // K values of x staged per block at a time for `count` vectors: the most that fits next to the
-// rings in ~100 KB (two blocks per SM), a multiple of 256 so tiles never split a group or a ring
-// stage, or all of K.
+// rings in kMmaBlockSmem, a multiple of 256 so tiles never split a group or a ring stage, or all
+// of K.
 template <int BITS, int GROUP>
 int mma_tile(std::int64_t k, int count) {
-  constexpr std::size_t kBudget = 100 * 1024;
+  constexpr std::size_t kBudget = kMmaBlockSmem;
   int tile = 256;
   while (tile < k && mma_smem<BITS, GROUP>(tile + 256, count) <= kBudget) tile += 256;
   return int(k < tile ? k : tile);

@@ -32,9 +32,10 @@ namespace {
 // down projection has 240 tasks), only the first `task_warps` warps of a block take tasks and the
 // others just help stage x, so the blocks spread over all SMs. The launcher picks task_warps from
 // N and the SM count; it never enters any row's arithmetic.
-// A -D knob: 8 (two blocks per SM) or 16 (one block per SM, twice the rows per staged x tile).
+// Warps per block, a -D knob: 16 (one block per SM: the staged x tile is shared by twice the
+// rows, and at M = 4 a whole K of x fits next to the rings) or 8 (two blocks per SM).
 #ifndef EXACTQ_MMA_WARPS
-#define EXACTQ_MMA_WARPS 8
+#define EXACTQ_MMA_WARPS 16
 #endif
 inline constexpr int kMmaWarps = EXACTQ_MMA_WARPS;
 static_assert(kMmaWarps == 8 || kMmaWarps == 16, "8 or 16 warps per block");
@@ -400,6 +401,10 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerSm) qmv_mma_kernel(c
         const int values = int(p.k - first < p.tile_values ? p.k - first : p.tile_values);
         stage_mma_x(xs, sums, layout, p, v0, count, first, values);
       }
+      // A warp without a task (beyond task_warps, or past the last task) only helps stage x: it
+      // skips the stage's work, which it would otherwise spend issue slots on next to the warps
+      // that have tasks (a down projection runs 2 task warps per SM).
+      if (!active) continue;
       issue(read_slot == 0 ? kMmaStages - 1 : read_slot - 1);  // stage st + kMmaStages - 1
       wait_async_copies<kMmaStages - 1>();
       __syncwarp();  // the stage was copied by all lanes of the warp

@@ -42,6 +42,8 @@ done
   --json "$out/bench.json" --markdown "$out/bench.md" --plot "$out/bench.svg" >"$out/bench.log" 2>&1
 echo "bench exit $?"
 grep -E "ceiling|V=|qmv +1 |qmv_mma +(1|16) " "$out/bench.log" | grep -E "ceiling|V=|head|big|gate_up|down" | head -60
+# SKIP_EXTRA=1: skip the other bit widths and the overlapped bench (straight to the anchors).
+[[ ${SKIP_EXTRA:-0} == 1 ]] || {
 # qmv at M = 1 for the other bit widths (qmv_mma serves 4 and 8).
 for b in 2 3 5 6 8; do
   "$bin/exactq" bench --backend cuda --shapes gemma12b,llama3-8b,qwen27b,big --m 1 --kernels qmv \
@@ -55,6 +57,7 @@ done
   --bits 4 --group 64 --dtype bf16 --repeats 20 --overlap-launch --json "$out/bench_overlap.json" \
   --markdown "$out/bench_overlap.md" >"$out/bench_overlap.log" 2>&1
 echo "bench (overlap) exit $?: $(awk '$4=="qmv" && $5==1 {printf "%s %s %s; ", $1, $6, $8}' "$out/bench_overlap.log")"
+}
 # PyTorch anchors in the same call (where torch is installed).
 python3 bench/anchors.py --shapes 28672x8192,262144x3840,15360x3840,3840x15360 --m 1,16 --json "$out/anchors.json" \
   >"$out/anchors.log" 2>&1

@@ -59,6 +59,6 @@ done
 echo "bench (overlap) exit $?: $(awk '$4=="qmv" && $5==1 {printf "%s %s %s; ", $1, $6, $8}' "$out/bench_overlap.log")"
 }
 # PyTorch anchors in the same call (where torch is installed).
-python3 bench/anchors.py --shapes 28672x8192,262144x3840,15360x3840,3840x15360 --m 1,16 --json "$out/anchors.json" \
+python3 bench/anchors.py --shapes 28672x8192,262144x3840,15360x3840,3840x15360 --m 1,4,16 --json "$out/anchors.json" \
   >"$out/anchors.log" 2>&1
 echo "anchors exit $?: $(tail -12 "$out/anchors.log" | tr '\n' ';' | cut -c1-900)"

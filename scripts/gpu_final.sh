@@ -37,7 +37,7 @@ for tool in memcheck racecheck; do
   echo "$tool: exit $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer_$tool.log" | tail -1)"
 done
 [[ ${SKIP_BENCH:-0} == 1 ]] && exit 0
-"$bin/exactq" bench --backend cuda --shapes gemma12b,llama3-8b,qwen27b,big --m 1,2,3,4,8,16 \
+"$bin/exactq" bench --backend cuda --shapes gemma12b,llama3-8b,qwen27b,big --m "${BENCH_M:-1,2,3,4,8,16}" \
   --kernels qmv,qmv_streamed,qmv_wide,qmv_mma --bits 4 --group 64 --dtype bf16 --repeats 20 \
   --json "$out/bench.json" --markdown "$out/bench.md" --plot "$out/bench.svg" >"$out/bench.log" 2>&1
 echo "bench exit $?"

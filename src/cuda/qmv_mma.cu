@@ -28,10 +28,10 @@ namespace exactq::cuda_detail {
 
 namespace {
 
-// Warps per block. Where N has too few 16-row tasks to give every SM a block of 8 task warps (a
-// down projection has 240 tasks), only the first `task_warps` warps of a block take tasks and the
-// others just help stage x, so the blocks spread over all SMs. The launcher picks task_warps from
-// N and the SM count; it never enters any row's arithmetic.
+// Warps per block. Where N has too few 16-row tasks to give every block a full set of task warps
+// (a down projection has 240 tasks), only the first `task_warps` warps of a block take tasks and
+// the others just help stage x, so the blocks spread over all SMs. The launcher picks task_warps
+// from N and the SM count; it never enters any row's arithmetic.
 // Warps per block, a -D knob: 16 (one block per SM: the staged x tile is shared by twice the
 // rows, and at M = 4 a whole K of x fits next to the rings) or 8 (two blocks per SM).
 #ifndef EXACTQ_MMA_WARPS

@@ -7,6 +7,8 @@
 // lane waits for each stage and xor-folds the word it would convert, so the copies must land.
 // ROW_BYTES is the bytes of a row per copy round: 128 is qmv_mma's, 256 copies two stages of a
 // row in one round. 4-bit codes; the group parameters are left out (3 % of the bytes).
+// STAGE_MAJOR reads the same bytes as if repacked at load time into the mma's stage order: each
+// 16-row task stored round by round, so a warp's round (16 x ROW_BYTES) is contiguous.
 //
 // Build: nvcc -O3 -std=c++20 -gencode arch=compute_90a,code=sm_90a -o .out/mma_pattern
 //        bench/prototypes/mma_pattern_read.cu
@@ -30,7 +32,7 @@ __device__ __forceinline__ void wait_pending() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-template <int WARPS, int STAGES, int ROW_BYTES>
+template <int WARPS, int STAGES, int ROW_BYTES, bool STAGE_MAJOR = false>
 __global__ void __launch_bounds__(WARPS * 32) pattern_kernel(const std::uint8_t* packed, int n, int k, unsigned* sink) {
   constexpr int kRowStride = ROW_BYTES + 16;  // padded as qmv_mma pads
   constexpr int kSlotBytes = kRows * kRowStride;
@@ -43,15 +45,20 @@ __global__ void __launch_bounds__(WARPS * 32) pattern_kernel(const std::uint8_t*
   const int tasks = n / kRows;
   unsigned fold = 0;
   for (int task = warp * gridDim.x + blockIdx.x; task < tasks; task += gridDim.x * WARPS) {
-    const std::uint8_t* lo = packed + (std::size_t(task) * kRows + g) * row_bytes + 16 * t;
-    const std::uint8_t* hi = lo + 8 * row_bytes;
+    // Row-major (MLX's layout): row r's round j at r * row_bytes + j * ROW_BYTES. Stage-major:
+    // the task's round j is one block of 16 rows x ROW_BYTES, rows in order.
+    const std::uint8_t* task_base = packed + std::size_t(task) * kRows * row_bytes;
+    const std::size_t row_step = STAGE_MAJOR ? ROW_BYTES : row_bytes;
+    const std::size_t round_step = STAGE_MAJOR ? std::size_t(kRows) * ROW_BYTES : ROW_BYTES;
+    const std::uint8_t* lo = task_base + g * row_step + 16 * t;
+    const std::uint8_t* hi = lo + 8 * row_step;
     auto issue = [&](int round, int slot) {
       if (round < rounds) {
         std::uint8_t* to = ring + slot * kSlotBytes + g * kRowStride + 16 * t;
 #pragma unroll
         for (int piece = 0; piece < kPieces; ++piece) {
-          copy16(to + 64 * piece, lo + std::size_t(round) * ROW_BYTES + 64 * piece);
-          copy16(to + 8 * kRowStride + 64 * piece, hi + std::size_t(round) * ROW_BYTES + 64 * piece);
+          copy16(to + 64 * piece, lo + std::size_t(round) * round_step + 64 * piece);
+          copy16(to + 8 * kRowStride + 64 * piece, hi + std::size_t(round) * round_step + 64 * piece);
         }
       }
       commit();
@@ -81,10 +88,10 @@ struct Run {
   unsigned* sink;
 };
 
-template <int WARPS, int STAGES, int ROW_BYTES>
+template <int WARPS, int STAGES, int ROW_BYTES, bool STAGE_MAJOR = false>
 void report(const Run& r, float read_us, const char* name) {
   constexpr std::size_t smem = std::size_t(WARPS) * STAGES * kRows * (ROW_BYTES + 16);
-  auto kernel = pattern_kernel<WARPS, STAGES, ROW_BYTES>;
+  auto kernel = pattern_kernel<WARPS, STAGES, ROW_BYTES, STAGE_MAJOR>;
   PROTOTYPE_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   int per_sm = 0;
   PROTOTYPE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, WARPS * 32, smem));
@@ -119,6 +126,8 @@ void run(int n, int k) {
   report<16, 2, 256>(r, read_us, "16 warps, 2 stages of 256 B");
   report<16, 3, 256>(r, read_us, "16 warps, 3 stages of 256 B");
   report<8, 3, 256>(r, read_us, "8 warps, 3 stages of 256 B");
+  report<16, 3, 128, true>(r, read_us, "16 warps, 3 stages of 128 B, stage-major");
+  report<16, 2, 256, true>(r, read_us, "16 warps, 2 stages of 256 B, stage-major");
   for (auto p : r.copies) cudaFree(p);
   cudaFree(r.sink);
 }

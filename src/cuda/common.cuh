@@ -180,27 +180,9 @@ double median_replay_us(int launches, int repeats, Enqueue&& enqueue) {
 // ---- asynchronous copies into a shared-memory ring (qmv_mma) -------------------------------------
 // Bytes in flight decide the bandwidth of a streaming kernel (Little's law: ~4.6 TB/s times about
 // a microsecond of loaded HBM latency is several MB, tens of KB per SM). Held in registers they
-// cost occupancy; cp.async puts them in shared memory instead. 16 bytes, L2 only (.cg).
-__device__ __forceinline__ void copy16_async(void* shared, const void* global) {
-  const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(shared));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(global));
-}
-// 4, 8 or 16 bytes, global to shared, through the same cp.async groups (16 bypasses L1).
-template <int BYTES>
-__device__ __forceinline__ void copy_async(void* shared, const void* global) {
-  static_assert(BYTES == 4 || BYTES == 8 || BYTES == 16, "cp.async copies 4, 8 or 16 bytes");
-  const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(shared));
-  if constexpr (BYTES == 16) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(global));
-  else asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(to), "l"(global), "n"(BYTES));
-}
-// 4 bytes into shared memory of which only the first `valid` are read from global memory (the
-// rest are zero): the last 2-byte element of an array can be copied from a 4-byte aligned place.
-__device__ __forceinline__ void copy4_async_partial(void* shared, const void* global, int valid) {
-  const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(shared));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(to), "l"(global), "r"(valid));
-}
-// The same copies, issued only where `pred` holds: a predicated instruction, not a branch (a
-// branch around copies costs a reconvergence barrier per stage in a loop).
+// cost occupancy; cp.async puts them in shared memory instead. 4, 8 or 16 bytes (16 bypasses L1:
+// .cg), issued only where `pred` holds: a predicated instruction, not a branch (a branch around
+// copies costs a reconvergence barrier per stage in a loop).
 template <int BYTES>
 __device__ __forceinline__ void copy_async_if(bool pred, void* shared, const void* global) {
   static_assert(BYTES == 4 || BYTES == 8 || BYTES == 16, "cp.async copies 4, 8 or 16 bytes");
@@ -212,6 +194,8 @@ __device__ __forceinline__ void copy_async_if(bool pred, void* shared, const voi
     asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n @p cp.async.ca.shared.global [%0], [%1], %3;\n}\n" ::"r"(to),
                  "l"(global), "r"(int(pred)), "n"(BYTES));
 }
+// 4 bytes into shared memory of which only the first `valid` are read from global memory (the
+// rest are zero): the last 2-byte element of an array can be copied from a 4-byte aligned place.
 __device__ __forceinline__ void copy4_async_partial_if(bool pred, void* shared, const void* global, int valid) {
   const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(shared));
   asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n @p cp.async.ca.shared.global [%0], [%1], 4, %3;\n}\n" ::"r"(to),

@@ -54,15 +54,6 @@ inline constexpr int kPassVectors = 16;  // vectors per pass: two n-tiles of 8
 // Shared memory of a block, at most: the SM's 228 KB, less 1 KB reserved per block.
 inline constexpr std::size_t kMmaBlockSmem = (228 / kMmaBlocksPerSm - 1) * 1024;
 
-// Experiment (-D): feed 4-bit codes to the mma as magic + q (128 in bf16, 1024 in f16) instead of
-// q, and fold the offset into the bias, b - magic * s: one HSUB2 less per two weights, at the
-// price of f32 sums over larger values. Off by default (exact codes).
-#ifndef EXACTQ_MMA_OFFSET_CODES
-#define EXACTQ_MMA_OFFSET_CODES 0
-#endif
-template <int BITS, bool BF16>
-inline constexpr float kCodeOffset = (EXACTQ_MMA_OFFSET_CODES && BITS == 4) ? (BF16 ? 128.0f : 1024.0f) : 0.0f;
-
 struct MmaParams {
   const std::uint8_t* packed;
   const void* scales;
@@ -152,7 +143,7 @@ __device__ __forceinline__ void codes_to_pairs(const std::uint32_t* w, std::uint
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const std::uint32_t magic_or_codes = and_or<0x000F000Fu, kMagic>(w[0] >> (4 * i));
-      pair[i] = kCodeOffset<BITS, BF16> != 0.0f ? magic_or_codes : exact_pair<BF16>(magic_or_codes);
+      pair[i] = exact_pair<BF16>(magic_or_codes);
     }
   } else {
     static_assert(BITS == 8);

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -137,6 +138,32 @@ TEST(Cli, JsonReportHasTheNegativeControl) {
   EXPECT_FALSE(t["negative_control"]["fired"].get<bool>());
   EXPECT_EQ(t["negative_control"]["differing_bytes"].get<std::int64_t>(), 0);
   EXPECT_EQ(t["exit_code"].get<int>(), 3);
+}
+
+// `exactq bench --json` records each point's output bytes as a digest, so two builds can be
+// compared bitwise: qmv_streamed keeps qmv's bits, so its digests equal qmv's at every M, while
+// qmv_wide sums in another order and (at f32 outputs on this shape) differs (the control).
+TEST(Cli, BenchDigestsTellOrdersApart) {
+  TempFile file("exactq-bench-digests");
+  const Outcome out = run_cli("bench --backend cpu --shapes 257x2048 --m 1-4 --kernels qmv,qmv_streamed,qmv_wide "
+                              "--dtype f32 --repeats 1 --json '" + file.path.string() + "'");
+  ASSERT_EQ(out.exit_code, 0) << out.output;
+  std::ifstream in(file.path);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  std::map<std::string, std::string> digest;  // "kernel M" -> digest
+  auto at = [&](const std::string& kernel, std::int64_t m) { return digest[kernel + " " + std::to_string(m)]; };
+  for (const auto& row : j["rows"]) {
+    const std::string d = row["output_digest"].get<std::string>();
+    EXPECT_EQ(d.size(), 16u) << d;
+    digest[row["kernel"].get<std::string>() + " " + std::to_string(row["m"].get<std::int64_t>())] = d;
+  }
+  ASSERT_EQ(digest.size(), 12u);
+  int wide_differs = 0;
+  for (std::int64_t m = 1; m <= 4; ++m) {
+    EXPECT_EQ(at("qmv_streamed", m), at("qmv", m)) << "M = " << m;
+    wide_differs += at("qmv_wide", m) != at("qmv", m);
+  }
+  EXPECT_GT(wide_differs, 0) << "the digests do not tell qmv_wide's order from qmv's";
 }
 
 }  // namespace

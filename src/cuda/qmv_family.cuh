@@ -223,15 +223,16 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
       const int chunk0 = int(first / kChunkValues);
       // Software pipeline: the next chunk's loads (per row) are issued before the current one is
       // computed. Two register buffers, used alternately; chunks still go in increasing order.
+      // The buffers hold the parameters' raw bits; they are widened in `step`, when used.
       std::uint32_t wa[ROWS][BITS], wb[ROWS][BITS];
-      float sa[ROWS], ba[ROWS], sb[ROWS], bb[ROWS];
-      auto load = [&](int c, std::uint32_t (&w)[ROWS][BITS], float (&sc)[ROWS], float (&bi)[ROWS]) {
+      std::uint32_t sa[ROWS], ba[ROWS], sb[ROWS], bb[ROWS];
+      auto load = [&](int c, std::uint32_t (&w)[ROWS][BITS], std::uint32_t (&sc)[ROWS], std::uint32_t (&bi)[ROWS]) {
         const int g = (chunk0 + c) >> group_shift;
 #pragma unroll
         for (int r = 0; r < ROWS; ++r) {
           load_chunk<BITS>(wrow[r] + std::int64_t(chunk0 + c) * (4 * BITS), w[r]);
-          sc[r] = load_param<PARAM>(p.scales, prow[r] + g, p.dtype);
-          bi[r] = load_param<PARAM>(p.biases, prow[r] + g, p.dtype);
+          sc[r] = load_param_bits<PARAM>(p.scales, prow[r] + g, p.dtype);
+          bi[r] = load_param_bits<PARAM>(p.biases, prow[r] + g, p.dtype);
         }
       };
       // This warp's run of chunks: all of them without a split (one tile then, if split > 1).
@@ -244,8 +245,12 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
         stage_lifted<BITS, V>(lifted, facts, p.tile_values, p, v0, first, count);
         __syncthreads();
       }
-      auto step = [&](const std::uint32_t (&w)[ROWS][BITS], const float (&sc)[ROWS], const float (&bi)[ROWS],
-                      int c) {
+      auto step = [&](const std::uint32_t (&w)[ROWS][BITS], const std::uint32_t (&sc_bits)[ROWS],
+                      const std::uint32_t (&bi_bits)[ROWS], int c) {
+        float sc[ROWS], bi[ROWS];
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r)
+          sc[r] = param_value<PARAM>(sc_bits[r], p.dtype), bi[r] = param_value<PARAM>(bi_bits[r], p.dtype);
         if (V > 1 || part == 0) {
           chunk_step<BITS, V, ROWS>(w, sc, bi, lifted, vector_stride, facts, tile_chunks, c, total);
         } else if constexpr (V == 1) {

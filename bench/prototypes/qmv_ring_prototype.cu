@@ -71,8 +71,17 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned b
                : "memory");
 }
 
+__device__ __forceinline__ float half_bits_to_float(std::uint16_t h) { return __uint_as_float(unsigned(h) << 16); }
+// A prefetched parameter as held in a register buffer: its value (LATE = false, widened right
+// after the load, where the warp then waits for the load: what qmv's SASS shows, session 7) or
+// its raw bits, widened only when used (LATE = true).
+template <bool LATE>
+__device__ __forceinline__ float param_reg(std::uint16_t raw) { return LATE ? __uint_as_float(raw) : half_bits_to_float(raw); }
+template <bool LATE>
+__device__ __forceinline__ float param_use(float held) { return LATE ? half_bits_to_float(std::uint16_t(__float_as_uint(held))) : held; }
+
 // qmv-like arithmetic on one round of 4 rows: per code an AND/OR to a float and an FFMA.
-template <bool BURN>
+template <bool BURN, bool LATE = false>
 __device__ __forceinline__ void compute_round(const uint4 (&w)[kRows], const float (&scale)[kRows],
                                               const float (&bias)[kRows], const float4* x, int chunk, float (&acc)[kRows],
                                               unsigned& fold) {
@@ -98,11 +107,11 @@ __device__ __forceinline__ void compute_round(const uint4 (&w)[kRows], const flo
         }
       }
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) acc[r] = __fmaf_rn(scale[r], part[r], __fadd_rn(acc[r], bias[r]));
+    for (int r = 0; r < kRows; ++r)
+      acc[r] = __fmaf_rn(param_use<LATE>(scale[r]), part[r], __fadd_rn(acc[r], param_use<LATE>(bias[r])));
   }
 }
 
-__device__ __forceinline__ float half_bits_to_float(std::uint16_t h) { return __uint_as_float(unsigned(h) << 16); }
 
 struct Args {
   const std::uint8_t* packed;
@@ -137,17 +146,18 @@ struct TaskRows {
     }
   }
   // Chunk c of every row, with its group's scale and bias.
+  template <bool LATE = false>
   __device__ void load(const Args& a, int c, uint4 (&w)[kRows], float (&s)[kRows], float (&b)[kRows]) const {
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       w[r] = __ldcs(rows[r] + c);
-      s[r] = half_bits_to_float(a.scales[prow[r] + c / 2]);
-      b[r] = half_bits_to_float(a.biases[prow[r] + c / 2]);
+      s[r] = param_reg<LATE>(a.scales[prow[r] + c / 2]);
+      b[r] = param_reg<LATE>(a.biases[prow[r] + c / 2]);
     }
   }
 };
 
-template <bool BURN>
+template <bool BURN, bool LATE = false>
 __global__ void __launch_bounds__(256, 2) register_kernel(Args a) {
   extern __shared__ float4 x[];
   stage_x(x, a.k);
@@ -159,16 +169,18 @@ __global__ void __launch_bounds__(256, 2) register_kernel(Args a) {
     const TaskRows task_rows(a, task);
     uint4 wa[kRows], wb[kRows];
     float sa[kRows], ba[kRows], sb[kRows], bb[kRows];
-    auto load = [&](int c, uint4 (&w)[kRows], float (&s)[kRows], float (&b)[kRows]) { task_rows.load(a, c, w, s, b); };
+    auto load = [&](int c, uint4 (&w)[kRows], float (&s)[kRows], float (&b)[kRows]) {
+      task_rows.template load<LATE>(a, c, w, s, b);
+    };
     int c = lane;
     if (c < chunks) load(c, wa, sa, ba);
     while (c < chunks) {
       if (c + 32 < chunks) load(c + 32, wb, sb, bb);
-      compute_round<BURN>(wa, sa, ba, x, c, acc, fold);
+      compute_round<BURN, LATE>(wa, sa, ba, x, c, acc, fold);
       c += 32;
       if (c >= chunks) break;
       if (c + 32 < chunks) load(c + 32, wa, sa, ba);
-      compute_round<BURN>(wb, sb, bb, x, c, acc, fold);
+      compute_round<BURN, LATE>(wb, sb, bb, x, c, acc, fold);
       c += 32;
     }
   }
@@ -179,7 +191,7 @@ __global__ void __launch_bounds__(256, 2) register_kernel(Args a) {
 // flight while a round is computed (BUFFERS = 2 is register_kernel's schedule). Tells whether
 // more bytes in flight per warp help the arithmetic model at an equal code structure (in qmv
 // itself every deeper ring also changed rows per warp or address arithmetic).
-template <bool BURN, int BUFFERS, int MIN_BLOCKS>
+template <bool BURN, int BUFFERS, int MIN_BLOCKS, bool LATE = false>
 __global__ void __launch_bounds__(256, MIN_BLOCKS) register_ring_kernel(Args a) {
   extern __shared__ float4 x[];
   stage_x(x, a.k);
@@ -191,7 +203,9 @@ __global__ void __launch_bounds__(256, MIN_BLOCKS) register_ring_kernel(Args a) 
     const TaskRows task_rows(a, task);
     uint4 w[BUFFERS][kRows];
     float sc[BUFFERS][kRows], bi[BUFFERS][kRows];
-    auto load = [&](int c, uint4 (&wb)[kRows], float (&sb)[kRows], float (&bb)[kRows]) { task_rows.load(a, c, wb, sb, bb); };
+    auto load = [&](int c, uint4 (&wb)[kRows], float (&sb)[kRows], float (&bb)[kRows]) {
+      task_rows.template load<LATE>(a, c, wb, sb, bb);
+    };
 #pragma unroll
     for (int b = 0; b < BUFFERS - 1; ++b)
       if (lane + 32 * b < chunks) load(lane + 32 * b, w[b], sc[b], bi[b]);
@@ -205,7 +219,7 @@ __global__ void __launch_bounds__(256, MIN_BLOCKS) register_ring_kernel(Args a) 
               const int c = c0 + 32 * B, ahead = c + 32 * (BUFFERS - 1);
               if (c >= chunks) return false;
               if (ahead < chunks) load(ahead, w[fill], sc[fill], bi[fill]);
-              compute_round<BURN>(w[B], sc[B], bi[B], x, c, acc, fold);
+              compute_round<BURN, LATE>(w[B], sc[B], bi[B], x, c, acc, fold);
               return true;
             }() &&
             ...);
@@ -382,6 +396,9 @@ void run(int n, int k) {
   report(p, read_us, "register ring 3, arithmetic", register_ring_kernel<true, 3, 2>, 256, x_bytes);
   report(p, read_us, "register ring 3, loads only", register_ring_kernel<false, 3, 2>, 256, x_bytes);
   report(p, read_us, "register ring 4, arithmetic, 1 block", register_ring_kernel<true, 4, 1>, 256, x_bytes);
+  // The same with each prefetched scale and bias widened where it is used, not after its load.
+  report(p, read_us, "register, arithmetic, late widen", register_kernel<true, true>, 256, x_bytes);
+  report(p, read_us, "register ring 3, arithmetic, late widen", register_ring_kernel<true, 3, 2, true>, 256, x_bytes);
   report(p, read_us, "ring 4 stages, loads only", ring_kernel<false, 4>, 288, ring_shared_bytes<4>(k));
   report(p, read_us, "ring 4 stages, arithmetic", ring_kernel<true, 4>, 288, ring_shared_bytes<4>(k));
   report(p, read_us, "ring 8 stages, loads only", ring_kernel<false, 8>, 288, ring_shared_bytes<8>(k));

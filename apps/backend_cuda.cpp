@@ -8,6 +8,7 @@
 
 #include "cli_common.h"
 #include "exactq/cuda.h"
+#include "exactq/mma_layout.h"
 
 namespace exactq::cli {
 
@@ -22,15 +23,18 @@ class CudaBackend final : public Backend {
   void load(const QuantizedMatrix& w) override {
     host_ = &w;
     copies_.clear();
+    fragment_copies_.clear();
+    fragments_.reset();
     copies_.push_back(cuda::DeviceMatrix::upload(w));
   }
+  void set_mma_layout(WeightLayout layout) override { mma_layout_ = layout; }
 
   void run(Kernel kernel, std::span<const std::byte> x, std::int64_t m, std::span<std::byte> y) override {
     if (copies_.empty()) throw std::logic_error("cuda backend: no weights loaded");
     cuda::DeviceBuffer dx(x.size()), dy(y.size());
     dx.upload(x);
     dy.fill(0xA5);  // poison: an unwritten output byte shows up as a difference
-    cuda::qmv(kernel, copies_.front().view, dx.bytes(), m, dy.bytes(), options_);
+    cuda::qmv(kernel, copies_for(kernel, 1).front().view, dx.bytes(), m, dy.bytes(), options_);
     dy.download(y);
   }
 
@@ -39,9 +43,8 @@ class CudaBackend final : public Backend {
     constexpr double kL2Bytes = 60e6;
     const double bytes = double(host_->view().weight_bytes());
     const std::size_t want = std::size_t(std::clamp(std::ceil(4 * kL2Bytes / bytes), 1.0, 64.0));
-    while (copies_.size() < want) copies_.push_back(cuda::DeviceMatrix::upload(*host_));
     std::vector<QuantizedMatrixView> views;
-    for (const auto& c : copies_) views.push_back(c.view);
+    for (const auto& c : copies_for(kernel, want)) views.push_back(c.view);
     const auto x = bench_activations(m, host_->k, host_->dtype);
     cuda::DeviceBuffer dx(x.size()), dy(std::size_t(m * host_->n) * dtype_size(host_->dtype));
     dx.upload(x);
@@ -71,9 +74,22 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // At least `want` device copies of the weights in the layout `kernel` reads: qmv_mma gets the
+  // fragment layout (converted once on the host) unless --mma-layout mlx or the shape rules it out.
+  std::vector<cuda::DeviceMatrix>& copies_for(Kernel kernel, std::size_t want) {
+    const bool fragments = kernel == Kernel::qmv_mma && mma_layout_ == WeightLayout::mma_fragments &&
+                           mma_layout::serves(host_->bits) && host_->k % mma_layout::round_values(host_->bits, host_->group) == 0;
+    if (fragments && !fragments_) fragments_ = std::make_unique<QuantizedMatrix>(to_mma_fragments(host_->view()));
+    auto& copies = fragments ? fragment_copies_ : copies_;
+    while (copies.size() < want) copies.push_back(cuda::DeviceMatrix::upload(fragments ? *fragments_ : *host_));
+    return copies;
+  }
+
   QmvOptions options_;
+  WeightLayout mma_layout_ = WeightLayout::mma_fragments;
   const QuantizedMatrix* host_ = nullptr;
-  std::vector<cuda::DeviceMatrix> copies_;
+  std::unique_ptr<QuantizedMatrix> fragments_;
+  std::vector<cuda::DeviceMatrix> copies_, fragment_copies_;
 };
 
 }  // namespace

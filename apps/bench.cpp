@@ -34,7 +34,8 @@ nlohmann::json run_bench(const BenchConfig& c, Backend& backend) {
                    {"dtype", std::string(to_string(c.dtype))},
                    {"repeats", repeats},
                    {"streamed_max_vectors", c.options.streamed_max_vectors},
-                   {"overlap_launch", c.options.overlap_launch}};
+                   {"overlap_launch", c.options.overlap_launch},
+                   {"mma_layout", c.mma_layout == WeightLayout::mlx ? "mlx" : "fragments"}};
   out["read_ceiling_gb_s"] = ceiling / 1e9;
   out["kernel_resources"] = backend.kernel_resources(c.bits);
   for (const auto& r : out["kernel_resources"])
@@ -207,7 +208,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->footer(preset_help);
   struct Args {
     std::string backend = "auto", shapes = "gemma12b", ms = "1-16", kernels = "qmv,qmv_streamed,qmv_wide", dtype = "bf16";
-    std::string json, markdown, plot;
+    std::string json, markdown, plot, mma_layout = "fragments";
     int bits = 4, group = 64, repeats = 0, vmax = 8, threads = 0;
     bool overlap_launch = false;
   };
@@ -224,6 +225,8 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--threads", a->threads, "CPU threads (0 = all)")->capture_default_str();
   cmd->add_flag("--overlap-launch", a->overlap_launch,
                 "CUDA qmv, qmv_streamed: programmatic dependent launches (weights read before the previous kernel ends)");
+  cmd->add_option("--mma-layout", a->mma_layout, "qmv_mma's weights: fragments (converted at load) or mlx")
+      ->capture_default_str();
   cmd->add_option("--json", a->json, "write the results as JSON");
   cmd->add_option("--markdown", a->markdown, "write the results as a markdown table");
   cmd->add_option("--plot", a->plot, "write GB/s versus M per kernel as SVG");
@@ -244,7 +247,9 @@ void add_bench_command(CLI::App& app, int& exit_code) {
     options.threads = a->threads;
     options.overlap_launch = a->overlap_launch;
     c.options = options;
+    c.mma_layout = parse_mma_layout(a->mma_layout);
     auto backend = make_backend(a->backend, options);
+    backend->set_mma_layout(c.mma_layout);
     fmt::print("exactq bench on {}\n", backend->device_description());
     const nlohmann::json r = run_bench(c, *backend);
     if (!a->json.empty()) write_json(a->json, r);

@@ -22,6 +22,7 @@ struct BenchConfig {
   int repeats = 0;  // 0: the backend's default
   bool progress = true;
   QmvOptions options;  // as given to the backend, recorded in the results
+  WeightLayout mma_layout = WeightLayout::mma_fragments;  // as given to the backend, recorded
 };
 
 // Runs the sweep; prints the table; returns the results (the same numbers) as JSON.

@@ -103,6 +103,12 @@ std::unique_ptr<Backend> make_cuda_backend(const QmvOptions&) {
 }
 #endif
 
+WeightLayout parse_mma_layout(std::string_view text) {
+  if (text == "fragments") return WeightLayout::mma_fragments;
+  if (text == "mlx") return WeightLayout::mlx;
+  throw std::invalid_argument(fmt::format("--mma-layout: '{}' is not a layout (fragments or mlx)", text));
+}
+
 std::unique_ptr<Backend> make_backend(std::string_view name, const QmvOptions& options) {
   if (name == "cpu") return make_cpu_backend(options);
   if (name == "cuda") return make_cuda_backend(options);

@@ -40,7 +40,13 @@ class Backend {
   // Registers, spilled bytes and occupancy of each kernel instantiation at these bits (empty
   // where the backend has no such notion): why a streamed width stops paying.
   virtual nlohmann::json kernel_resources(int /*bits*/) { return nlohmann::json::array(); }
+  // The layout qmv_mma reads its weights in (the CUDA backend converts a copy of the matrix to
+  // the fragment layout, where the shape allows; the CPU reference gives the same answer for both).
+  virtual void set_mma_layout(WeightLayout /*layout*/) {}
 };
+
+// "fragments" or "mlx" (--mma-layout); throws std::invalid_argument otherwise.
+WeightLayout parse_mma_layout(std::string_view text);
 
 // "cpu" or "cuda"; "auto" picks cuda when a GPU is usable, else cpu. Throws std::invalid_argument
 // for an unknown name and std::runtime_error when cuda is asked for but not available.

@@ -229,7 +229,7 @@ void add_parity_command(CLI::App& app, int& exit_code) {
       "every M, under reversal and on repeat, and the negative control (qmv_wide vs qmv) differs somewhere;\n"
       "1 a check failed; 2 bad arguments; 3 inconclusive (the control did not fire: the shape is too small).");
   struct Args {
-    std::string backend = "cpu", against, kernels = "qmv,qmv_streamed,qmv_wide", dtype = "bf16", seeds = "1,2,3", json;
+    std::string backend = "cpu", against, kernels = "qmv,qmv_streamed,qmv_wide", dtype = "bf16", seeds = "1,2,3", json, mma_layout = "fragments";
     std::int64_t n = 512, k = 3840, m_max = 8;
     int bits = 4, group = 64, vmax = 8, threads = 0;
     bool overlap_launch = false;
@@ -249,6 +249,8 @@ void add_parity_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--threads", args->threads, "CPU threads (0 = all)")->capture_default_str();
   cmd->add_flag("--overlap-launch", args->overlap_launch,
                 "CUDA qmv, qmv_streamed: programmatic dependent launches (weights read before the previous kernel ends)");
+  cmd->add_option("--mma-layout", args->mma_layout, "qmv_mma's weights: fragments (converted at load) or mlx")
+      ->capture_default_str();
   cmd->add_option("--json", args->json, "write the full results as JSON to this file");
   cmd->callback([args, &exit_code] {
     ParityConfig c;
@@ -277,6 +279,7 @@ void add_parity_command(CLI::App& app, int& exit_code) {
     if (c.m_max < 1 || c.m_max > 4096)
       throw std::invalid_argument(fmt::format("--m-max {} is out of range [1, 4096]", c.m_max));
     auto backend = make_backend(c.backend, c.options);
+    backend->set_mma_layout(parse_mma_layout(args->mma_layout));
     std::unique_ptr<Backend> reference;
     if (!c.against.empty()) reference = make_backend(c.against, c.options);
     fmt::print("exactq parity on {}: {}x{} {}-bit group {} {}, M=1..{}, seeds {}\n", backend->device_description(),

@@ -21,6 +21,10 @@ for spec in "4 64 bf16 4096 3840" "8 128 f16 1031 4096" "4 32 f16 517 8192" "8 6
     --bits "$b" --group "$g" --dtype "$d" --m-max 64 --seeds 1 --json "$out/parity_${b}b_g${g}_${d}.json" >>"$out/parity.log" 2>&1
   echo "parity exit $?: $(tail -1 "$out/parity.log" | cut -c1-150)"
 done
+# qmv_mma reading MLX's layout (the runs above read the fragment layout, the default).
+"$bin/exactq" parity --backend cuda --against cpu --kernels qmv,qmv_mma --mma-layout mlx --n 4096 --k 3840 --bits 4 \
+  --group 64 --dtype bf16 --m-max 64 --seeds 1 >>"$out/parity.log" 2>&1
+echo "parity (qmv_mma, MLX layout) exit $?: $(tail -1 "$out/parity.log" | cut -c1-150)"
 # Several trips over the resident warps with a partial last one, N odd.
 "$bin/exactq" parity --backend cuda --against cpu --kernels qmv,qmv_streamed,qmv_wide --n 11651 --k 4416 --bits 4 \
   --group 64 --dtype bf16 --m-max 6 --seeds 1 >>"$out/parity.log" 2>&1
@@ -30,7 +34,7 @@ echo "parity (several trips) exit $?: $(tail -1 "$out/parity.log" | cut -c1-150)
   --group 64 --dtype bf16 --m-max 24 --seeds 1 --overlap-launch >>"$out/parity.log" 2>&1
 echo "parity (overlap) exit $?: $(tail -1 "$out/parity.log" | cut -c1-150)"
 for tool in memcheck racecheck; do
-  filter='CudaQmv.EqualsCpuMirrorForEveryFormat:CudaQmv.RejectsBadArguments:CudaQmvMma.AccuracyAgainstFloat64AndCpuReference:CudaQmvMma.RejectsWhatItDoesNotServe'
+  filter='CudaQmv.EqualsCpuMirrorForEveryFormat:CudaQmv.RejectsBadArguments:CudaQmvMma.AccuracyAgainstFloat64AndCpuReference:CudaQmvMma.RejectsWhatItDoesNotServe:CudaQmvMma.FragmentLayoutGivesTheMlxLayoutsBytes'
   [[ $tool == memcheck ]] && filter+=':CudaQmv.OverlappedChainedLaunchesEqualCpuMirror'
   compute-sanitizer --tool "$tool" --error-exitcode 9 "$bin/exactq_cuda_tests" --gtest_filter="$filter" \
     >"$out/sanitizer_$tool.log" 2>&1

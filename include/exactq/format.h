@@ -67,6 +67,11 @@ inline void pack_code(std::uint8_t* row, std::int64_t k, int bits, std::uint32_t
   if ((bit & 7) + bits > 8) row[(bit >> 3) + 1] |= std::uint8_t(v >> 8);
 }
 
+// Where the bytes of a matrix sit. MLX's layout is the format above; qmv_mma's fragment layout
+// (exactq/mma_layout.h) holds the same bytes re-laid for its tensor-core loads, and only qmv_mma
+// reads it.
+enum class WeightLayout { mlx, mma_fragments };
+
 // A non-owning view of one quantized [N, K] matrix. The spans may point to host or device
 // memory; validate() checks only what can be checked without reading them.
 struct QuantizedMatrixView {
@@ -78,10 +83,12 @@ struct QuantizedMatrixView {
   int bits = 4;
   int group = 64;
   DType dtype = DType::bf16;
+  WeightLayout layout = WeightLayout::mlx;
 
   std::int64_t groups_per_row() const { return k / group; }
   std::int64_t row_bytes() const { return packed_row_bytes(k, bits); }
-  // Bytes a kernel must read for the weights: packed codes plus scales plus biases.
+  // Bytes a kernel must read for the weights: packed codes plus scales plus biases (of the N
+  // rows; the fragment layout's padding rows are not counted).
   std::int64_t weight_bytes() const;
   // Throws std::invalid_argument naming the offending value.
   void validate() const;
@@ -97,8 +104,9 @@ struct QuantizedMatrix {
   int bits = 4;
   int group = 64;
   DType dtype = DType::bf16;
+  WeightLayout layout = WeightLayout::mlx;
 
-  QuantizedMatrixView view() const { return {packed, scales, biases, n, k, bits, group, dtype}; }
+  QuantizedMatrixView view() const { return {packed, scales, biases, n, k, bits, group, dtype, layout}; }
   // A matrix of this shape with every byte zero. Throws std::invalid_argument on a bad shape.
   static QuantizedMatrix zeros(std::int64_t n, std::int64_t k, int bits, int group, DType dtype);
 };

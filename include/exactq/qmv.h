@@ -48,8 +48,9 @@ struct QmvOptions {
   bool overlap_launch = false;
 };
 
-// Throws std::invalid_argument naming the bad value when the matrix, M, or a buffer size is off.
-void validate_qmv_args(const QuantizedMatrixView& w, std::span<const std::byte> x, std::int64_t m,
+// Throws std::invalid_argument naming the bad value when the matrix, M, or a buffer size is off,
+// or when the matrix's layout is not one the kernel reads (only qmv_mma reads the fragment layout).
+void validate_qmv_args(Kernel kernel, const QuantizedMatrixView& w, std::span<const std::byte> x, std::int64_t m,
                        std::span<const std::byte> y);
 
 namespace cpu {

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "cpu/common.h"
+#include "exactq/mma_layout.h"
 #include "exactq/qmv.h"
 
 namespace exactq {
@@ -28,9 +29,11 @@ Kernel parse_kernel(std::string_view text) {
   fail("unknown kernel '" + std::string(text) + "' (expected qmv, qmv_streamed, qmv_wide or qmv_mma)");
 }
 
-void validate_qmv_args(const QuantizedMatrixView& w, std::span<const std::byte> x, std::int64_t m,
+void validate_qmv_args(Kernel kernel, const QuantizedMatrixView& w, std::span<const std::byte> x, std::int64_t m,
                        std::span<const std::byte> y) {
   w.validate();
+  if (w.layout == WeightLayout::mma_fragments && kernel != Kernel::qmv_mma)
+    fail(std::string(to_string(kernel)) + " reads MLX's layout; this matrix is in qmv_mma's fragment layout");
   if (m < 1 || m > (std::int64_t(1) << 24)) fail("M = " + std::to_string(m) + " is out of range [1, 2^24]");
   const std::size_t want_x = std::size_t(m * w.k) * dtype_size(w.dtype);
   const std::size_t want_y = std::size_t(m * w.n) * dtype_size(w.dtype);
@@ -48,7 +51,7 @@ namespace cpu {
 
 void qmv(Kernel kernel, const QuantizedMatrixView& w, std::span<const std::byte> x, std::int64_t m,
          std::span<std::byte> y, const QmvOptions& options) {
-  validate_qmv_args(w, x, m, y);
+  validate_qmv_args(kernel, w, x, m, y);
   if (options.streamed_max_vectors < 1)
     fail("streamed_max_vectors = " + std::to_string(options.streamed_max_vectors) + " must be at least 1");
   if (options.threads < 0) fail("threads = " + std::to_string(options.threads) + " must be >= 0");
@@ -59,7 +62,14 @@ void qmv(Kernel kernel, const QuantizedMatrixView& w, std::span<const std::byte>
     case Kernel::qmv: qmv_narrow(w, a, y, options.threads); break;
     case Kernel::qmv_streamed: qmv_streamed(w, a, y, options.streamed_max_vectors, options.threads); break;
     case Kernel::qmv_wide: qmv_wide(w, a, y, options.threads); break;
-    case Kernel::qmv_mma: qmv_mma_reference(w, a, y, options.threads); break;
+    case Kernel::qmv_mma:
+      if (w.layout == WeightLayout::mma_fragments) {
+        const QuantizedMatrix mlx = to_mlx_layout(w);
+        qmv_mma_reference(mlx.view(), a, y, options.threads);
+      } else {
+        qmv_mma_reference(w, a, y, options.threads);
+      }
+      break;
   }
 }
 

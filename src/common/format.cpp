@@ -2,6 +2,7 @@
 #include <string>
 
 #include "exactq/format.h"
+#include "exactq/mma_layout.h"
 
 namespace exactq {
 
@@ -54,19 +55,24 @@ std::int64_t QuantizedMatrixView::weight_bytes() const {
 
 void QuantizedMatrixView::validate() const {
   validate_shape(n, k, bits, group);
-  const std::size_t want_packed = std::size_t(n * row_bytes());
-  const std::size_t want_params = std::size_t(n * groups_per_row()) * dtype_size(dtype);
+  // The fragment layout stores N padded to whole 16-row tasks.
+  const bool fragments = layout == WeightLayout::mma_fragments;
+  if (fragments) mma_layout::check_shape(n, k, bits, group);
+  const std::int64_t rows = fragments ? mma_layout::padded_rows(n) : n;
+  const std::size_t want_packed = std::size_t(rows * row_bytes());
+  const std::size_t want_params = std::size_t(rows * groups_per_row()) * dtype_size(dtype);
   if (packed.data() == nullptr) fail("packed weights are null");
   if (scales.data() == nullptr) fail("scales are null");
   if (biases.data() == nullptr) fail("biases are null");
   if (packed.size() != want_packed)
-    fail("packed weights have " + std::to_string(packed.size()) + " bytes, expected N*K*bits/8 = " +
+    fail("packed weights have " + std::to_string(packed.size()) + " bytes, expected " +
+         (fragments ? "(N rounded up to 16)" : "N") + "*K*bits/8 = " +
          std::to_string(want_packed));
   if (scales.size() != want_params)
-    fail("scales have " + std::to_string(scales.size()) + " bytes, expected N*(K/group)*" +
+    fail("scales have " + std::to_string(scales.size()) + " bytes, expected " + (fragments ? "(N rounded up to 16)" : "N") + "*(K/group)*" +
          std::to_string(dtype_size(dtype)) + " = " + std::to_string(want_params));
   if (biases.size() != want_params)
-    fail("biases have " + std::to_string(biases.size()) + " bytes, expected N*(K/group)*" +
+    fail("biases have " + std::to_string(biases.size()) + " bytes, expected " + (fragments ? "(N rounded up to 16)" : "N") + "*(K/group)*" +
          std::to_string(dtype_size(dtype)) + " = " + std::to_string(want_params));
 }
 

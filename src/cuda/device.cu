@@ -63,7 +63,7 @@ void require_aligned(const void* p, std::size_t alignment, const char* what) {
 
 void qmv(Kernel kernel, const QuantizedMatrixView& w, std::span<const std::byte> x, std::int64_t m,
          std::span<std::byte> y, const QmvOptions& options, void* stream) {
-  validate_qmv_args(w, x, m, y);
+  validate_qmv_args(kernel, w, x, m, y);
   require_aligned(w.packed.data(), 16, "packed weights");
   require_aligned(x.data(), 16, "activations");
   require_aligned(w.scales.data(), dtype_size(w.dtype), "scales");
@@ -85,7 +85,7 @@ KernelResources kernel_resources(Kernel kernel, int bits, int vectors) {
   switch (kernel) {
     case Kernel::qmv: return qmv_resources(bits);
     case Kernel::qmv_streamed: return qmv_streamed_resources(bits, vectors);
-    case Kernel::qmv_mma: return qmv_mma_resources(bits, vectors);
+    case Kernel::qmv_mma: return qmv_mma_fragments_resources(bits, vectors);  // the bench's default layout
     default: return qmv_wide_resources(bits, vectors);
   }
 }
@@ -133,7 +133,7 @@ DeviceMatrix DeviceMatrix::upload(const QuantizedMatrix& host) {
   d.biases.upload(host.biases);
   const auto packed = d.packed.bytes();
   d.view = {std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(packed.data()), packed.size()),
-            d.scales.bytes(), d.biases.bytes(), host.n, host.k, host.bits, host.group, host.dtype};
+            d.scales.bytes(), d.biases.bytes(), host.n, host.k, host.bits, host.group, host.dtype, host.layout};
   return d;
 }
 

@@ -12,6 +12,7 @@
 
 #include "cuda_test_util.h"
 #include "exactq/cuda.h"
+#include "exactq/mma_layout.h"
 #include "exactq/qmv.h"
 #include "exactq/quantize.h"
 
@@ -27,6 +28,7 @@ struct Case {
   cuda::DeviceMatrix device;
   Bytes x;  // [m, k]
   std::int64_t m;
+  cuda::DeviceMatrix fragments;  // the same matrix in qmv_mma's fragment layout, where it serves
 };
 
 Case make_case(std::int64_t n, std::int64_t k, int bits, int group, DType dtype, std::int64_t m, std::uint64_t seed) {
@@ -34,8 +36,10 @@ Case make_case(std::int64_t n, std::int64_t k, int bits, int group, DType dtype,
   std::normal_distribution<float> w(0.0f, 0.05f), xd(0.0f, 1.0f);
   std::vector<float> wf(std::size_t(n * k));
   for (auto& v : wf) v = w(rng);
-  Case c{quantize(wf, n, k, bits, group, dtype), {}, Bytes(std::size_t(m * k) * dtype_size(dtype)), m};
+  Case c{quantize(wf, n, k, bits, group, dtype), {}, Bytes(std::size_t(m * k) * dtype_size(dtype)), m, {}};
   c.device = cuda::DeviceMatrix::upload(c.host);
+  if (mma_layout::serves(bits) && k % mma_layout::round_values(bits, group) == 0 && dtype != DType::f32)
+    c.fragments = cuda::DeviceMatrix::upload(to_mma_fragments(c.host.view()));
   for (std::int64_t i = 0; i < m * k; ++i) store_f32(c.x.data(), std::size_t(i), dtype, xd(rng) * (1 + i % 7));
   return c;
 }
@@ -45,11 +49,11 @@ Bytes rows_of(const Bytes& all, std::int64_t first, std::int64_t count, std::int
   return Bytes(all.begin() + std::ptrdiff_t(first * row), all.begin() + std::ptrdiff_t((first + count) * row));
 }
 
-Bytes run_gpu(Kernel kernel, const Case& c, const Bytes& x, std::int64_t m) {
+Bytes run_gpu(Kernel kernel, const Case& c, const Bytes& x, std::int64_t m, bool fragments = false) {
   cuda::DeviceBuffer dx(x.size()), dy(std::size_t(m * c.host.n) * dtype_size(c.host.dtype));
   dx.upload(x);
   dy.fill(0xA5);
-  cuda::qmv(kernel, c.device.view, dx.bytes(), m, dy.bytes());
+  cuda::qmv(kernel, fragments ? c.fragments.view : c.device.view, dx.bytes(), m, dy.bytes());
   Bytes y(dy.size());
   dy.download(y);
   return y;
@@ -87,14 +91,19 @@ TEST(CudaQmvMma, BitwiseWidthInvariantUpTo64WithNegativeControl) {
           const Bytes one = run_gpu(Kernel::qmv_mma, c, rows_of(c.x, v, 1, k, dtype), 1);
           chain.insert(chain.end(), one.begin(), one.end());
         }
-        for (std::int64_t m : ms) {
-          const Bytes block = run_gpu(Kernel::qmv_mma, c, rows_of(c.x, 0, m, k, dtype), m);
-          EXPECT_EQ(differing(block, rows_of(chain, 0, m, n, dtype)), 0) << "M = " << m;
+        // Both layouts against the MLX layout's chain: the fragment layout's kernel has the same bits.
+        for (bool fragments : {false, true}) {
+          SCOPED_TRACE(fragments ? "fragment layout" : "MLX layout");
+          for (std::int64_t m : ms) {
+            const Bytes block = run_gpu(Kernel::qmv_mma, c, rows_of(c.x, 0, m, k, dtype), m, fragments);
+            EXPECT_EQ(differing(block, rows_of(chain, 0, m, n, dtype)), 0) << "M = " << m;
+          }
+          const Bytes rev = run_gpu(Kernel::qmv_mma, c, reversed(c.x, m_all, k, dtype), m_all, fragments);
+          EXPECT_EQ(differing(reversed(rev, m_all, n, dtype), chain), 0) << "reversed";
+          EXPECT_EQ(differing(run_gpu(Kernel::qmv_mma, c, c.x, m_all, fragments),
+                              run_gpu(Kernel::qmv_mma, c, c.x, m_all, fragments)), 0)
+              << "repeat";
         }
-        const Bytes rev = run_gpu(Kernel::qmv_mma, c, reversed(c.x, m_all, k, dtype), m_all);
-        EXPECT_EQ(differing(reversed(rev, m_all, n, dtype), chain), 0) << "reversed";
-        EXPECT_EQ(differing(run_gpu(Kernel::qmv_mma, c, c.x, m_all), run_gpu(Kernel::qmv_mma, c, c.x, m_all)), 0)
-            << "repeat";
         control += differing(run_gpu(Kernel::qmv, c, c.x, m_all), chain);
       }
   // Negative control: qmv's order is another one, so some output must differ. Both are far more
@@ -183,6 +192,34 @@ TEST(CudaQmvMma, OddGroupCountAtEightBitsGroup128) {
   }
 }
 
+// The fragment layout's kernel gives the MLX layout's bytes on the shapes that exercise its
+// edges: x restaged in tiles (K = 8192 at M = 16), several trips over the resident warps (more
+// tasks than 16 warps x 132 SMs), padding rows (N not a multiple of 16), an odd group count at
+// 8 bits group 128. qmv, another order, is the negative control.
+TEST(CudaQmvMma, FragmentLayoutGivesTheMlxLayoutsBytes) {
+  REQUIRE_GPU();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  struct Shape { std::int64_t n, k; };
+  std::int64_t control = 0;
+  for (int bits : {4, 8})
+    for (int group : {32, 64, 128})
+      for (DType dtype : {DType::bf16, DType::f16})
+        for (Shape s : {Shape{35, 8192}, Shape{34011, 256}, Shape{37, 33 * 128}}) {
+          if (s.k % (bits == 4 ? 256 : 128) != 0) continue;  // the MLX-layout kernel's stage
+          SCOPED_TRACE(std::to_string(bits) + "-bit g" + std::to_string(group) + " " + std::string(to_string(dtype)) +
+                       " " + std::to_string(s.n) + "x" + std::to_string(s.k));
+          const Case c = make_case(s.n, s.k, bits, group, dtype, 17, seed + bits * 1000 + group + int(dtype) + s.n);
+          for (std::int64_t m : {1, 8, 16, 17}) {
+            const Bytes x = rows_of(c.x, 0, m, s.k, dtype);
+            const Bytes mlx = run_gpu(Kernel::qmv_mma, c, x, m), fragments = run_gpu(Kernel::qmv_mma, c, x, m, true);
+            EXPECT_EQ(differing(fragments, mlx), 0) << "M = " << m;
+            if (m == 17) control += differing(fragments, run_gpu(Kernel::qmv, c, x, m));
+          }
+        }
+  EXPECT_GT(control, 0) << "the fragment layout's qmv_mma equals qmv everywhere";
+}
+
 TEST(CudaQmvMma, RejectsWhatItDoesNotServe) {
   REQUIRE_GPU();
   const Case f32 = make_case(16, 256, 4, 64, DType::f32, 1, 1);
@@ -210,6 +247,9 @@ TEST(CudaQmvMma, RejectsWhatItDoesNotServe) {
   EXPECT_NO_THROW(run_rows16_scales_from(16));
   const Case ok = make_case(16, 256, 4, 64, DType::bf16, 1, 1);  // control
   EXPECT_NO_THROW(run_gpu(Kernel::qmv_mma, ok, ok.x, 1));
+  EXPECT_NO_THROW(run_gpu(Kernel::qmv_mma, ok, ok.x, 1, true));
+  // Only qmv_mma reads the fragment layout.
+  EXPECT_THROW(run_gpu(Kernel::qmv, ok, ok.x, 1, true), std::invalid_argument);
 }
 
 }  // namespace

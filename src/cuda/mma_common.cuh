@@ -1,0 +1,214 @@
+// What qmv_mma's two kernels share (qmv_mma.cu reads MLX's layout through a shared-memory ring,
+// qmv_mma_fragments.cu the fragment layout straight into registers): the block shape, the staged
+// activations (B fragments and group sums), the exact code-to-bf16/f16 conversion and the mma
+// step. The order contract is docs/design.md §6; both kernels produce the same bits.
+#pragma once
+#include <cuda_bf16.h>
+
+#include "cuda/common.cuh"
+
+namespace exactq::cuda_detail::mma {
+
+// Warps per block. Where N has too few 16-row tasks to give every block a full set of task warps
+// (a down projection has 240 tasks), only the first `task_warps` warps of a block take tasks and
+// the others just help stage x, so the blocks spread over all SMs. The launcher picks task_warps
+// from N and the SM count; it never enters any row's arithmetic.
+// Warps per block, a -D knob: 16 (one block per SM: the staged x tile is shared by twice the
+// rows, and at M = 4 a whole K of x fits next to the rings) or 8 (two blocks per SM).
+#ifndef EXACTQ_MMA_WARPS
+#define EXACTQ_MMA_WARPS 16
+#endif
+inline constexpr int kMmaWarps = EXACTQ_MMA_WARPS;
+static_assert(kMmaWarps == 8 || kMmaWarps == 16, "8 or 16 warps per block");
+inline constexpr int kMmaThreads = kMmaWarps * 32;
+inline constexpr int kMmaBlocksPerSm = 16 / kMmaWarps;  // 16 warps per SM at 128 registers
+inline constexpr int kMmaRows = 16;          // rows per warp task: the mma's M
+inline constexpr int kPassVectors = 16;  // vectors per pass: two n-tiles of 8
+// Shared memory of a block, at most: the SM's 228 KB, less 1 KB reserved per block.
+inline constexpr std::size_t kMmaBlockSmem = (228 / kMmaBlocksPerSm - 1) * 1024;
+
+struct MmaParams {
+  const std::uint8_t* packed;
+  const void* scales;
+  const void* biases;
+  const void* x;
+  void* y;
+  std::int64_t n, k, m;
+  int group;
+  int tile_values;  // K values of x staged at a time (a multiple of 256, or all of K)
+  DType dtype;
+  int task_warps;   // warps of a block that take tasks (1..8)
+};
+
+// The staged activations of a block: per vector, the K tile's B fragments, [count][x_stride] x
+// 16 B (a lane's fragment of chunk c is at + 4c + t, so the chunk offsets of a stage are
+// constants), then per vector the group sums, [count][sum_stride] f32. The strides are padded so
+// that the 8 rows of lanes of a fragment read (vectors 64 B apart) and the sums read (vectors
+// 2t, 2t + 1) are conflict-free.
+struct MmaTileLayout {
+  int x_stride;    // uint4s per vector
+  int sum_stride;  // floats per vector
+  EXACTQ_HD MmaTileLayout(int tile_values, int group)
+      : x_stride(tile_values / 32 * 4 + 4), sum_stride((tile_values / group + 15) / 16 * 16 + 4) {}
+  EXACTQ_HD std::size_t x_bytes(int count) const { return std::size_t(count) * x_stride * 16; }
+  EXACTQ_HD std::size_t bytes(int count) const { return x_bytes(count) + std::size_t(count) * sum_stride * 4; }
+};
+
+// Two codes' bf16/f16 patterns from 16-bit halves that hold (magic | code): the magic is the
+// float whose unit in the last place is 1 (128 in bf16, 1024 in f16), so subtracting it leaves
+// the code exactly.
+template <bool BF16>
+__device__ __forceinline__ std::uint32_t exact_pair(std::uint32_t magic_or_codes) {
+  if constexpr (BF16) {
+    const __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162*>(&magic_or_codes);
+    const __nv_bfloat162 r = __hsub2(v, __floats2bfloat162_rn(128.0f, 128.0f));
+    return *reinterpret_cast<const std::uint32_t*>(&r);
+  } else {
+    const __half2 v = *reinterpret_cast<const __half2*>(&magic_or_codes);
+    const __half2 r = __hsub2(v, __floats2half2_rn(1024.0f, 1024.0f));
+    return *reinterpret_cast<const std::uint32_t*>(&r);
+  }
+}
+
+// (x & MASK) | MAGIC in one LOP3; left to itself the compiler emits an AND and an OR (LOP3 takes
+// one immediate).
+template <std::uint32_t MASK, std::uint32_t MAGIC>
+__device__ __forceinline__ std::uint32_t and_or(std::uint32_t x) {
+  std::uint32_t r;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(r) : "r"(x), "n"(MASK), "n"(MAGIC));
+  return r;
+}
+
+// The 8 codes of a lane for one chunk and row, as the 4 A registers of the two k-steps:
+// pairs (c0,c4), (c1,c5), (c2,c6), (c3,c7) of codes c0..c7 = 8t .. 8t+7.
+template <int BITS, bool BF16>
+__device__ __forceinline__ void codes_to_pairs(const std::uint32_t* w, std::uint32_t (&pair)[4]) {
+  if constexpr (BITS == 4) {
+    // Word w[0] holds c_i at bits 4i. (w >> 4i) & 0x000F000F puts c_i and c_{i+4} in the halves.
+    constexpr std::uint32_t kMagic = BF16 ? 0x43004300u : 0x64006400u;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const std::uint32_t magic_or_codes = and_or<0x000F000Fu, kMagic>(w[0] >> (4 * i));
+      pair[i] = exact_pair<BF16>(magic_or_codes);
+    }
+  } else {
+    static_assert(BITS == 8);
+    // w[0] holds c0..c3 and w[1] holds c4..c7, one byte each.
+    if constexpr (!BF16) {
+      // f16 has 10 mantissa bits: 1024 + c is exact for c < 1024.
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        pair[i] = exact_pair<false>(and_or<0x00FF00FFu, 0x64006400u>(__byte_perm(w[0], w[1], 0x0400 + 0x0101 * i)));
+    } else {
+      // bf16 has 7 mantissa bits: split c = 16 h + l, each exact as 128 + nibble, and recombine
+      // with results that are all exact in bf16: 16 (128 + h) - 2176 = 16 (h - 8), then
+      // + (128 + l) = c.
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const std::uint32_t bytes = __byte_perm(w[0], w[1], 0x0400 + 0x0101 * i);  // c_i, c_{i+4} in the halves
+        const std::uint32_t lo = and_or<0x000F000Fu, 0x43004300u>(bytes);
+        const std::uint32_t hi = and_or<0x000F000Fu, 0x43004300u>(bytes >> 4);
+        const __nv_bfloat162 l = *reinterpret_cast<const __nv_bfloat162*>(&lo);
+        const __nv_bfloat162 h = *reinterpret_cast<const __nv_bfloat162*>(&hi);
+        const __nv_bfloat162 r =
+            __hadd2(__hfma2(h, __floats2bfloat162_rn(16.0f, 16.0f), __floats2bfloat162_rn(-2176.0f, -2176.0f)), l);
+        pair[i] = *reinterpret_cast<const std::uint32_t*>(&r);
+      }
+    }
+  }
+}
+
+template <bool BF16>
+__device__ __forceinline__ void mma_step(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
+  if constexpr (BF16) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+// Stages x for vectors [v0, v0 + count) of this pass and K values [first, first + values), in
+// MmaTileLayout's order: per vector, chunk and lane t the 8 values 8t..8t+7 as the pairs (0,4),
+// (1,5), (2,6), (3,7) (raw 16-bit patterns, no arithmetic), then per vector and group the f32 sum
+// S_g in increasing k, read back from shared memory. Ends with the block synchronised.
+__device__ __forceinline__ void stage_mma_x(uint4* xs, float* sums, const MmaTileLayout& layout, const MmaParams& p,
+                                            std::int64_t v0, int count, std::int64_t first, int values) {
+  // A thread takes a 16-byte piece (chunk c, lane t) and reads it for up to 4 vectors before
+  // it writes any, so several L2 reads are in flight (one at a time, restaging at M = 16 waited
+  // a full latency per piece: 19 % of the kernel's stall samples).
+  const int pieces = values / 8;  // 16-byte pieces of one vector's tile
+  for (int e = threadIdx.x; e < pieces; e += blockDim.x) {
+    const int c = e >> 2, t = e & 3;
+    for (int vb = 0; vb < count; vb += 4) {
+      uint4 raw[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        if (vb + u < count)
+          raw[u] = *reinterpret_cast<const uint4*>(static_cast<const std::uint16_t*>(p.x) +
+                                                   ((v0 + vb + u) * p.k + first + 8 * e));
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        if (vb + u < count) {
+          // raw.x = (x0, x1), raw.y = (x2, x3), raw.z = (x4, x5), raw.w = (x6, x7)
+          uint4 out;
+          out.x = __byte_perm(raw[u].x, raw[u].z, 0x5410);  // (x0, x4)
+          out.y = __byte_perm(raw[u].x, raw[u].z, 0x7632);  // (x1, x5)
+          out.z = __byte_perm(raw[u].y, raw[u].w, 0x5410);  // (x2, x6)
+          out.w = __byte_perm(raw[u].y, raw[u].w, 0x7632);  // (x3, x7)
+          xs[(vb + u) * layout.x_stride + 4 * c + t] = out;
+        }
+    }
+  }
+  __syncthreads();
+  const int groups = values / p.group, chunks_per_group = p.group / 32;
+  for (int e = threadIdx.x; e < count * groups; e += blockDim.x) {
+    const int g = e % groups, v = e / groups;
+    float s = 0.0f;
+    for (int cc = 0; cc < chunks_per_group; ++cc)
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        const uint4 u = xs[v * layout.x_stride + 4 * (g * chunks_per_group + cc) + t];
+        const unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+        for (int j = 0; j < 8; ++j) s = __fadd_rn(s, widen_half(j < 4 ? (w[j] & 0xffffu) : (w[j - 4] >> 16), p.dtype));
+      }
+    sums[v * layout.sum_stride + g] = s;
+  }
+  __syncthreads();
+}
+
+// N consecutive 32-bit words from shared memory in the widest loads their alignment allows (the
+// callers' offsets are multiples of 4 N bytes).
+template <int N>
+__device__ __forceinline__ void read_words(const void* at, std::uint32_t (&w)[N]) {
+  if constexpr (N % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < N; i += 4) {
+      const uint4 v = reinterpret_cast<const uint4*>(at)[i / 4];
+      w[i] = v.x, w[i + 1] = v.y, w[i + 2] = v.z, w[i + 3] = v.w;
+    }
+  } else if constexpr (N == 2) {
+    const uint2 v = *reinterpret_cast<const uint2*>(at);
+    w[0] = v.x, w[1] = v.y;
+  } else {
+    static_assert(N == 1);
+    w[0] = *reinterpret_cast<const std::uint32_t*>(at);
+  }
+}
+
+// N consecutive f32 from shared memory (the group sums of a stage), widest loads first.
+template <int N>
+__device__ __forceinline__ void read_floats(const float* at, float (&out)[N]) {
+  std::uint32_t w[N];
+  read_words<N>(at, w);
+#pragma unroll
+  for (int i = 0; i < N; ++i) out[i] = __uint_as_float(w[i]);
+}
+
+}  // namespace exactq::cuda_detail::mma

@@ -1,0 +1,296 @@
+// qmv_mma for a matrix in the fragment layout (exactq/mma_layout.h): the schedule, the arithmetic
+// and so the bits of qmv_mma.cu, with the weights loaded straight into registers.
+//
+// Why a second kernel: qmv_mma.cu copies 16 rows x 128 bytes per warp and stage through a
+// shared-memory ring, and every such ring measured stops near 80 % of a streaming read, with or
+// without the arithmetic (session 8 §2); register loads stream at 90-100 %. In the fragment layout
+// lane (g, t)'s 16-byte load is exactly the words it feeds the mma (rows g and g + 8), and a
+// warp's load instruction reads 512 contiguous bytes.
+//
+// Per warp and round (64 bytes per row, or 128 at 8 bits with group 128: whole groups), a lane
+// loads 2 x 16 B (x2 for 128-byte rounds) of codes and its 4 * groups-per-round bytes of scales and
+// biases, one round ahead (a register double buffer), and widens the parameters where it folds
+// them (a widen at the load would wait for the load: session 7 §10). Everything after the load
+// (conversion, mma k-steps, per-group fold in increasing group order) is qmv_mma.cu's, word for
+// word, so the output bytes are identical (tests/cuda/test_qmv_mma_cuda.cpp checks it).
+#include "cuda/launch.h"
+#include "cuda/mma_common.cuh"
+#include "exactq/mma_layout.h"
+
+namespace exactq::cuda_detail {
+
+namespace {
+
+using namespace mma;
+
+template <int BITS, int GROUP>
+struct FragmentRound {
+  static constexpr int kRowBytes = mma_layout::round_row_bytes(BITS, GROUP);
+  static constexpr int kPieces = mma_layout::pieces(BITS, GROUP);     // 16-byte loads per lane and half
+  static constexpr int kWords = kRowBytes / 16;                       // a lane's words per half
+  static constexpr int kChunks = kRowBytes / (4 * BITS);              // 32-code chunks per round
+  static constexpr int kGroups = mma_layout::groups_per_round(BITS, GROUP);
+  static constexpr int kChunksPerGroup = GROUP / 32;
+  static constexpr int kUint4s = kMmaRows * kRowBytes / 16;           // a task's round, in uint4
+  static_assert(kGroups >= 1 && kChunks == kGroups * kChunksPerGroup, "a round holds whole groups");
+};
+
+// A lane's registers for one round: codes of rows g (lo) and g + 8 (hi); per group of the round
+// one word of scales and one of biases, each (row g, row g + 8) in the low and high halves, raw.
+template <int BITS, int GROUP>
+struct RoundRegisters {
+  using R = FragmentRound<BITS, GROUP>;
+  uint4 lo[R::kPieces], hi[R::kPieces];
+  std::uint32_t scales[R::kGroups], biases[R::kGroups];
+};
+
+template <int N>
+__device__ __forceinline__ void load_words(const std::uint32_t* at, std::uint32_t (&w)[N]) {
+  if constexpr (N == 4) {
+    const uint4 v = __ldcs(reinterpret_cast<const uint4*>(at));
+    w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+  } else if constexpr (N == 2) {
+    const uint2 v = __ldcs(reinterpret_cast<const uint2*>(at));
+    w[0] = v.x, w[1] = v.y;
+  } else {
+    static_assert(N == 1);
+    w[0] = __ldcs(at);
+  }
+}
+
+template <bool BF16>
+__device__ __forceinline__ float widen_param(std::uint32_t raw16) {
+  return BF16 ? __uint_as_float(raw16 << 16) : __half2float(__ushort_as_half(std::uint16_t(raw16)));
+}
+
+template <int BITS, bool BF16, int NT, int GROUP>
+__global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerSm) qmv_mma_fragments_kernel(const MmaParams p) {
+  using R = FragmentRound<BITS, GROUP>;
+  constexpr int kCpg = R::kChunksPerGroup;
+  constexpr DType kType = BF16 ? DType::bf16 : DType::f16;
+  extern __shared__ uint4 mma_shared[];
+  uint4* xs = mma_shared;
+  const std::int64_t v0 = std::int64_t(blockIdx.y) * kPassVectors;
+  const int count = int(p.m - v0 < kPassVectors ? p.m - v0 : kPassVectors);
+  const MmaTileLayout layout(p.tile_values, GROUP);
+  float* sums = reinterpret_cast<float*>(reinterpret_cast<std::uint8_t*>(xs) + layout.x_bytes(count));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int rounds = int(p.k / (32 * R::kChunks));  // K is a multiple of the round (the launcher checks)
+  const int tile_chunks = p.tile_values / 32;
+  const bool restage = p.k > p.tile_values;
+  const std::int64_t tasks = (p.n + kMmaRows - 1) / kMmaRows;
+  const std::int64_t warps_total = std::int64_t(gridDim.x) * p.task_warps;
+  const std::int64_t trips = (tasks + warps_total - 1) / warps_total;
+  const std::int64_t my_first_task = std::int64_t(warp) * gridDim.x + blockIdx.x;
+  // As in qmv_mma.cu: B and fold reads clamped to the pass's last vector (never stored).
+  const uint4* b_lane[NT];
+  const float* fold_lane[NT][2];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    b_lane[nt] = xs + min(nt * 8 + g, count - 1) * layout.x_stride + t;
+    fold_lane[nt][0] = sums + min(nt * 8 + 2 * t, count - 1) * layout.sum_stride;
+    fold_lane[nt][1] = sums + min(nt * 8 + 2 * t + 1, count - 1) * layout.sum_stride;
+  }
+
+  for (std::int64_t trip = 0; trip < trips; ++trip) {
+    const std::int64_t task = my_first_task + trip * warps_total;
+    const bool active = warp < p.task_warps && task < tasks;
+    // The task's first round; the fragment layout pads N to whole tasks, so no row is clamped.
+    const uint4* codes = reinterpret_cast<const uint4*>(p.packed) + task * rounds * R::kUint4s + lane;
+    const std::int64_t param_first = (task * rounds * 8 + g) * R::kGroups;  // in words of two 16-bit values
+    const std::uint32_t* scales = static_cast<const std::uint32_t*>(p.scales) + param_first;
+    const std::uint32_t* biases = static_cast<const std::uint32_t*>(p.biases) + param_first;
+    auto load = [&](int j, RoundRegisters<BITS, GROUP>& r) {
+      const uint4* at = codes + std::int64_t(j) * R::kUint4s;
+#pragma unroll
+      for (int piece = 0; piece < R::kPieces; ++piece) {
+        r.lo[piece] = __ldcs(at + piece * 32);
+        r.hi[piece] = __ldcs(at + (R::kPieces + piece) * 32);
+      }
+      load_words<R::kGroups>(scales + std::int64_t(j) * 8 * R::kGroups, r.scales);
+      load_words<R::kGroups>(biases + std::int64_t(j) * 8 * R::kGroups, r.biases);
+    };
+    float total[NT][4];
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) total[j][i] = 0.0f;
+
+    auto compute = [&](const RoundRegisters<BITS, GROUP>& r, int tile_chunk0) {
+      std::uint32_t w_lo[R::kWords], w_hi[R::kWords];
+#pragma unroll
+      for (int piece = 0; piece < R::kPieces; ++piece) {
+        w_lo[4 * piece] = r.lo[piece].x, w_lo[4 * piece + 1] = r.lo[piece].y;
+        w_lo[4 * piece + 2] = r.lo[piece].z, w_lo[4 * piece + 3] = r.lo[piece].w;
+        w_hi[4 * piece] = r.hi[piece].x, w_hi[4 * piece + 1] = r.hi[piece].y;
+        w_hi[4 * piece + 2] = r.hi[piece].z, w_hi[4 * piece + 3] = r.hi[piece].w;
+      }
+      const int group0 = tile_chunk0 / kCpg;  // the round's first group within the staged tile
+      float sum_a[NT][R::kGroups], sum_b[NT][R::kGroups];
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        read_floats<R::kGroups>(fold_lane[nt][0] + group0, sum_a[nt]);
+        read_floats<R::kGroups>(fold_lane[nt][1] + group0, sum_b[nt]);
+      }
+      float acc[NT][4];
+#pragma unroll
+      for (int j = 0; j < R::kChunks; ++j) {
+        std::uint32_t p_lo[4], p_hi[4];
+        codes_to_pairs<BITS, BF16>(w_lo + j * (BITS / 4), p_lo);
+        codes_to_pairs<BITS, BF16>(w_hi + j * (BITS / 4), p_hi);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          if (j % kCpg == 0)  // a group starts
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
+          const uint4 b = b_lane[nt][4 * (tile_chunk0 + j)];
+          mma_step<BF16>(acc[nt], {p_lo[0], p_hi[0], p_lo[1], p_hi[1]}, b.x, b.y);
+          mma_step<BF16>(acc[nt], {p_lo[2], p_hi[2], p_lo[3], p_hi[3]}, b.z, b.w);
+        }
+        if (j % kCpg == kCpg - 1) {  // the group ends: fold it, as qmv_mma.cu does
+          const int i = j / kCpg;
+          const float s_lo = widen_param<BF16>(r.scales[i] & 0xffffu), s_hi = widen_param<BF16>(r.scales[i] >> 16);
+          const float b_lo = widen_param<BF16>(r.biases[i] & 0xffffu), b_hi = widen_param<BF16>(r.biases[i] >> 16);
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) {
+            total[nt][0] = __fmaf_rn(s_lo, acc[nt][0], __fmaf_rn(b_lo, sum_a[nt][i], total[nt][0]));
+            total[nt][1] = __fmaf_rn(s_lo, acc[nt][1], __fmaf_rn(b_lo, sum_b[nt][i], total[nt][1]));
+            total[nt][2] = __fmaf_rn(s_hi, acc[nt][2], __fmaf_rn(b_hi, sum_a[nt][i], total[nt][2]));
+            total[nt][3] = __fmaf_rn(s_hi, acc[nt][3], __fmaf_rn(b_hi, sum_b[nt][i], total[nt][3]));
+          }
+        }
+      }
+    };
+
+    // Rounds in pairs, so that each of the two register buffers has a fixed name.
+    RoundRegisters<BITS, GROUP> buffer[2];
+    if (active) load(0, buffer[0]);  // in flight while x is staged
+    int tile_chunk0 = 0;             // the round's first chunk within the staged tile of x
+    for (int j0 = 0; j0 < rounds; j0 += 2) {
+#pragma unroll
+      for (int d = 0; d < 2; ++d) {
+        const int j = j0 + d;
+        if (j < rounds) {  // the same for every warp: the barriers below are reached by all
+          if (tile_chunk0 == tile_chunks) tile_chunk0 = 0;
+          if (tile_chunk0 == 0 && (restage || trip == 0)) {
+            __syncthreads();  // everyone is done with the previous tile
+            const std::int64_t first = std::int64_t(j) * R::kChunks * 32;
+            const int values = int(p.k - first < p.tile_values ? p.k - first : p.tile_values);
+            stage_mma_x(xs, sums, layout, p, v0, count, first, values);
+          }
+          if (active) {
+            if (j + 1 < rounds) load(j + 1, buffer[d ^ 1]);
+            compute(buffer[d], tile_chunk0);
+          }
+          tile_chunk0 += R::kChunks;
+        }
+      }
+    }
+    if (active) {
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const std::int64_t row = task * kMmaRows + g + (i < 2 ? 0 : 8);
+          const int v = nt * 8 + 2 * t + (i & 1);
+          if (row < p.n && v < count) store_f32(p.y, std::size_t((v0 + v) * p.n + row), kType, total[nt][i]);
+        }
+    }
+  }
+}
+
+template <int BITS, bool BF16, int NT, int GROUP>
+int fragments_blocks_per_sm(std::size_t smem) {
+  return resident_blocks<qmv_mma_fragments_kernel<BITS, BF16, NT, GROUP>>(kMmaThreads, smem, int(kMmaBlockSmem));
+}
+
+// K values of x staged per block at a time for `count` vectors: the most that fits in
+// kMmaBlockSmem (there is no ring), a multiple of 256 so tiles never split a group or a round,
+// or all of K.
+template <int GROUP>
+int fragments_tile(std::int64_t k, int count) {
+  int tile = 256;
+  while (tile < k && MmaTileLayout(tile + 256, GROUP).bytes(count) <= kMmaBlockSmem) tile += 256;
+  return int(k < tile ? k : tile);
+}
+
+template <int BITS, bool BF16, int NT, int GROUP>
+void launch_fragments_pass(const MmaParams& base, std::int64_t first_pass, std::int64_t passes, cudaStream_t stream) {
+  MmaParams p = base;
+  const std::int64_t vectors = base.m - first_pass * kPassVectors;
+  const int count = int(vectors < kPassVectors ? vectors : kPassVectors);  // passes > 1 are all full
+  p.tile_values = fragments_tile<GROUP>(p.k, count);
+  const std::int64_t tasks = (p.n + kMmaRows - 1) / kMmaRows;
+  const std::int64_t per_sm = (tasks + sm_count() - 1) / sm_count();
+  p.task_warps = int(per_sm < kMmaWarps ? per_sm : kMmaWarps);
+  const std::size_t smem = MmaTileLayout(p.tile_values, GROUP).bytes(count);
+  const std::int64_t blocks_needed = (tasks + p.task_warps - 1) / p.task_warps;
+  const std::int64_t resident = std::int64_t(fragments_blocks_per_sm<BITS, BF16, NT, GROUP>(smem)) * sm_count();
+  const unsigned grid_x = unsigned(blocks_needed < resident ? blocks_needed : resident);
+  p.x = static_cast<const std::uint16_t*>(base.x) + first_pass * kPassVectors * p.k;
+  p.y = static_cast<std::uint16_t*>(base.y) + first_pass * kPassVectors * p.n;
+  p.m = base.m - first_pass * kPassVectors;
+  constexpr std::int64_t kMaxGridY = 65535;
+  for (std::int64_t done = 0; done < passes; done += kMaxGridY) {
+    const std::int64_t now = passes - done < kMaxGridY ? passes - done : kMaxGridY;
+    qmv_mma_fragments_kernel<BITS, BF16, NT, GROUP><<<dim3(grid_x, unsigned(now)), kMmaThreads, smem, stream>>>(p);
+    EXACTQ_CUDA_CHECK(cudaGetLastError());
+    p.x = static_cast<const std::uint16_t*>(p.x) + now * kPassVectors * p.k;
+    p.y = static_cast<std::uint16_t*>(p.y) + now * kPassVectors * p.n;
+    p.m -= now * kPassVectors;
+  }
+}
+
+}  // namespace
+
+void launch_qmv_mma_fragments(const QuantizedMatrixView& w, const void* x, std::int64_t m, void* y,
+                              cudaStream_t stream) {
+  if (w.dtype == DType::f32)
+    throw std::invalid_argument("[exactq] qmv_mma: dtype f32 has no exact tensor-core path (use bf16 or f16; qmv serves f32)");
+  mma_layout::check_shape(w.n, w.k, w.bits, w.group);  // validate() has checked it too
+  if (w.n * (w.k / w.group) >= (std::int64_t(1) << 31))
+    throw std::invalid_argument("[exactq] N * K / group = " + std::to_string(w.n * (w.k / w.group)) +
+                                " group parameters: qmv_mma indexes them with 32 bits");
+  for (const void* params : {w.scales.data(), w.biases.data()})
+    if (reinterpret_cast<std::uintptr_t>(params) % 16 != 0)
+      throw std::invalid_argument("[exactq] qmv_mma: scales and biases must be 16-byte aligned (they are loaded in "
+                                  "pieces of up to 16 bytes); got address " +
+                                  std::to_string(reinterpret_cast<std::uintptr_t>(params)));
+  const bool bf16 = w.dtype == DType::bf16;
+  auto run = [&]<int BITS, int GROUP>() {
+    MmaParams p{w.packed.data(), w.scales.data(), w.biases.data(), x, y, w.n, w.k, m, w.group, 0, w.dtype, kMmaWarps};
+    const std::int64_t full = m / kPassVectors;
+    const int rest = int(m - full * kPassVectors);
+    auto go = [&]<int NT>(std::int64_t first, std::int64_t passes) {
+      if (bf16) launch_fragments_pass<BITS, true, NT, GROUP>(p, first, passes, stream);
+      else launch_fragments_pass<BITS, false, NT, GROUP>(p, first, passes, stream);
+    };
+    if (full > 0) go.template operator()<2>(0, full);
+    if (rest > 8) go.template operator()<2>(full, 1);
+    else if (rest > 0) go.template operator()<1>(full, 1);
+  };
+  auto with_group = [&]<int BITS>() {
+    if (w.group == 32) run.template operator()<BITS, 32>();
+    else if (w.group == 64) run.template operator()<BITS, 64>();
+    else run.template operator()<BITS, 128>();
+  };
+  if (w.bits == 4) with_group.template operator()<4>();
+  else with_group.template operator()<8>();
+}
+
+cuda::KernelResources qmv_mma_fragments_resources(int bits, int vectors) {
+  cudaFuncAttributes a{};
+  int blocks = 0;
+  auto get = [&]<int BITS, int NT>() {
+    // Group 64, the benchmark's default.
+    EXACTQ_CUDA_CHECK(cudaFuncGetAttributes(&a, qmv_mma_fragments_kernel<BITS, true, NT, 64>));
+    const int count = NT * 8;
+    blocks = fragments_blocks_per_sm<BITS, true, NT, 64>(MmaTileLayout(fragments_tile<64>(4096, count), 64).bytes(count));
+  };
+  const bool wide = vectors > 8;
+  if (bits == 8) wide ? get.template operator()<8, 2>() : get.template operator()<8, 1>();
+  else wide ? get.template operator()<4, 2>() : get.template operator()<4, 1>();
+  return {a.numRegs, int(a.localSizeBytes), a.maxThreadsPerBlock, blocks};
+}
+
+}  // namespace exactq::cuda_detail

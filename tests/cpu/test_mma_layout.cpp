@@ -1,0 +1,149 @@
+// qmv_mma's fragment layout (include/exactq/mma_layout.h):
+//  * every code lands where qmv_mma's lane (g, t) loads it: read back from the documented byte
+//    places ([task][round][half][piece][lane][16 B]) and compared with MLX's codes read by the
+//    packing rule (unpack_code), code by code, not through the layout's own index functions;
+//  * every scale and bias lands in its lane's word ([task][round][g][group][half]);
+//  * padding rows are zero, and the conversion back restores every byte;
+//  * the CPU qmv_mma reference gives the same bytes for both layouts, and the other kernels
+//    refuse the fragment layout; bad shapes are refused with the offending value.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "exactq/mma_layout.h"
+#include "exactq/qmv.h"
+#include "exactq/quantize.h"
+#include "test_util.h"
+
+namespace exactq::test {
+namespace {
+
+QuantizedMatrix random_matrix(std::int64_t n, std::int64_t k, int bits, int group, DType dtype, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(0.0f, 0.05f);
+  std::vector<float> w(std::size_t(n * k));
+  for (auto& v : w) v = d(rng);
+  return quantize(w, n, k, bits, group, dtype);
+}
+
+std::uint16_t half_at(const std::vector<std::byte>& params, std::int64_t element) {
+  std::uint16_t h;
+  std::memcpy(&h, params.data() + 2 * element, 2);
+  return h;
+}
+
+TEST(MmaLayout, CodesAndParametersLandWhereTheLanesLoadThem) {
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  struct Shape { std::int64_t n, k; };
+  for (int bits : {4, 8})
+    for (int group : {32, 64, 128})
+      for (Shape s : {Shape{16, 256}, Shape{37, 384}, Shape{5, 33 * 128}}) {
+        const int round_row_bytes = group * bits / 8 > 64 ? group * bits / 8 : 64;  // whole groups, >= 64 B
+        const int round_values = round_row_bytes * 8 / bits;
+        if (s.k % round_values != 0) continue;
+        SCOPED_TRACE(std::to_string(bits) + "-bit g" + std::to_string(group) + " " + std::to_string(s.n) + "x" +
+                     std::to_string(s.k));
+        const QuantizedMatrix w = random_matrix(s.n, s.k, bits, group, DType::bf16, seed + bits + group + s.n);
+        const QuantizedMatrix f = to_mma_fragments(w.view());
+        ASSERT_EQ(f.layout, WeightLayout::mma_fragments);
+        EXPECT_NO_THROW(f.view().validate());
+        const std::int64_t tasks = (s.n + 15) / 16, rounds = s.k / round_values, groups = s.k / group;
+        const int pieces = round_row_bytes / 64, groups_per_round = round_values / group;
+        ASSERT_EQ(f.packed.size(), std::size_t(tasks * 16 * s.k * bits / 8));
+        std::int64_t wrong_codes = 0, wrong_params = 0, nonzero_padding = 0;
+        for (std::int64_t task = 0; task < tasks; ++task)
+          for (std::int64_t j = 0; j < rounds; ++j)
+            for (int lane = 0; lane < 32; ++lane)
+              for (int h = 0; h < 2; ++h) {
+                const int g = lane / 4, t = lane % 4;
+                const std::int64_t row = task * 16 + g + 8 * h;
+                // The lane's bytes of this half, in load order.
+                std::vector<std::uint8_t> lane_bytes;
+                for (int p = 0; p < pieces; ++p) {
+                  const std::int64_t at = ((task * rounds + j) * 2 * pieces + h * pieces + p) * 512 + lane * 16;
+                  lane_bytes.insert(lane_bytes.end(), f.packed.begin() + at, f.packed.begin() + at + 16);
+                }
+                // What the lane feeds the mma, chunk by chunk of the round: codes 8t .. 8t+7 of the chunk.
+                const int chunk_bytes_ = 4 * bits, chunks = round_row_bytes / chunk_bytes_;
+                for (int c = 0; c < chunks; ++c) {
+                  const std::uint8_t* mine = lane_bytes.data() + c * (bits / 4) * 4;  // the chunk's words of this lane
+                  for (int e = 0; e < 8; ++e) {
+                    const std::uint32_t got = unpack_code(mine, e, bits);
+                    if (row >= s.n) {
+                      nonzero_padding += got != 0;
+                      continue;
+                    }
+                    const std::int64_t kk = (j * chunks + c) * 32 + 8 * t + e;
+                    wrong_codes += got != unpack_code(w.packed.data() + row * w.view().row_bytes(), kk, bits);
+                  }
+                }
+                if (t != 0) continue;
+                for (int i = 0; i < groups_per_round; ++i) {
+                  const std::int64_t at = (((task * rounds + j) * 8 + g) * groups_per_round + i) * 2 + h;
+                  if (row >= s.n) {
+                    nonzero_padding += half_at(f.scales, at) != 0 || half_at(f.biases, at) != 0;
+                    continue;
+                  }
+                  const std::int64_t mlx = row * groups + j * groups_per_round + i;
+                  wrong_params += half_at(f.scales, at) != half_at(w.scales, mlx);
+                  wrong_params += half_at(f.biases, at) != half_at(w.biases, mlx);
+                }
+              }
+        EXPECT_EQ(wrong_codes, 0);
+        EXPECT_EQ(wrong_params, 0);
+        EXPECT_EQ(nonzero_padding, 0);
+        const QuantizedMatrix back = to_mlx_layout(f.view());
+        EXPECT_EQ(back.layout, WeightLayout::mlx);
+        EXPECT_TRUE(back.packed == w.packed && back.scales == w.scales && back.biases == w.biases) << "round trip";
+      }
+}
+
+TEST(MmaLayout, CpuReferenceGivesTheSameBytesAndOtherKernelsRefuse) {
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    const std::int64_t n = 21, k = 512, m = 3;
+    const QuantizedMatrix w = random_matrix(n, k, 4, 64, dtype, seed + int(dtype));
+    const QuantizedMatrix f = to_mma_fragments(w.view());
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    std::vector<std::byte> x(std::size_t(m * k) * dtype_size(dtype)), y1(std::size_t(m * n) * dtype_size(dtype)), y2(y1.size());
+    for (std::int64_t i = 0; i < m * k; ++i) store_f32(x.data(), std::size_t(i), dtype, d(rng));
+    cpu::qmv(Kernel::qmv_mma, w.view(), x, m, y1);
+    cpu::qmv(Kernel::qmv_mma, f.view(), x, m, y2);
+    EXPECT_EQ(y1, y2);
+    for (Kernel kernel : {Kernel::qmv, Kernel::qmv_streamed, Kernel::qmv_wide})
+      EXPECT_THROW(cpu::qmv(kernel, f.view(), x, m, y2), std::invalid_argument) << to_string(kernel);
+  }
+}
+
+TEST(MmaLayout, RefusesWhatItCannotLayOut) {
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no exception");
+  };
+  const QuantizedMatrix three = QuantizedMatrix::zeros(16, 256, 3, 64, DType::bf16);
+  EXPECT_NE(message([&] { to_mma_fragments(three.view()); }).find("bits = 3"), std::string::npos);
+  const QuantizedMatrix odd_k = QuantizedMatrix::zeros(16, 192, 4, 64, DType::bf16);  // 192 is not a multiple of 128
+  EXPECT_NE(message([&] { to_mma_fragments(odd_k.view()); }).find("K = 192"), std::string::npos);
+  const QuantizedMatrix ok = QuantizedMatrix::zeros(17, 256, 4, 64, DType::bf16);
+  const QuantizedMatrix f = to_mma_fragments(ok.view());
+  EXPECT_NO_THROW(f.view().validate());  // control
+  QuantizedMatrixView cut = f.view();
+  cut.packed = cut.packed.subspan(0, std::size_t(17 * ok.view().row_bytes()));  // missing the padding rows
+  EXPECT_NE(message([&] { cut.validate(); }).find("rounded up to 16"), std::string::npos);
+  EXPECT_NE(message([&] { to_mma_fragments(f.view()); }).find("MLX"), std::string::npos);  // already converted
+  EXPECT_NE(message([&] { to_mlx_layout(ok.view()); }).find("fragment"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace exactq::test

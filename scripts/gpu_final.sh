@@ -34,7 +34,7 @@ echo "parity (several trips) exit $?: $(tail -1 "$out/parity.log" | cut -c1-150)
   --group 64 --dtype bf16 --m-max 24 --seeds 1 --overlap-launch >>"$out/parity.log" 2>&1
 echo "parity (overlap) exit $?: $(tail -1 "$out/parity.log" | cut -c1-150)"
 for tool in memcheck racecheck; do
-  filter='CudaQmv.EqualsCpuMirrorForEveryFormat:CudaQmv.RejectsBadArguments:CudaQmvMma.AccuracyAgainstFloat64AndCpuReference:CudaQmvMma.RejectsWhatItDoesNotServe:CudaQmvMma.FragmentLayoutGivesTheMlxLayoutsBytes'
+  filter='CudaQmv.EqualsCpuMirrorForEveryFormat:CudaQmv.RejectsBadArguments:CudaQmvMma.AccuracyAgainstFloat64AndCpuReference:CudaQmvMma.RejectsWhatItDoesNotServe:CudaQmvMma.FragmentLayoutGivesTheMlxLayoutsBytes:CudaQmvMma.OddGroupCountAtEightBitsGroup128'
   [[ $tool == memcheck ]] && filter+=':CudaQmv.OverlappedChainedLaunchesEqualCpuMirror'
   compute-sanitizer --tool "$tool" --error-exitcode 9 "$bin/exactq_cuda_tests" --gtest_filter="$filter" \
     >"$out/sanitizer_$tool.log" 2>&1

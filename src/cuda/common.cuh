@@ -194,13 +194,6 @@ __device__ __forceinline__ void copy_async_if(bool pred, void* shared, const voi
     asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n @p cp.async.ca.shared.global [%0], [%1], %3;\n}\n" ::"r"(to),
                  "l"(global), "r"(int(pred)), "n"(BYTES));
 }
-// 4 bytes into shared memory of which only the first `valid` are read from global memory (the
-// rest are zero): the last 2-byte element of an array can be copied from a 4-byte aligned place.
-__device__ __forceinline__ void copy4_async_partial_if(bool pred, void* shared, const void* global, int valid) {
-  const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(shared));
-  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n @p cp.async.ca.shared.global [%0], [%1], 4, %3;\n}\n" ::"r"(to),
-               "l"(global), "r"(int(pred)), "r"(valid));
-}
 __device__ __forceinline__ void commit_async_copies() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int PENDING>
 __device__ __forceinline__ void wait_async_copies() {

@@ -149,7 +149,9 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerSm) qmv_mma_kernel(c
     const std::uint8_t* next_hi = p.packed + rh * row_bytes + 16 * t;
     const std::int64_t param_row_unclamped = task * kMmaRows + lane / 2;
     const std::int64_t param_first = (param_row_unclamped < p.n ? param_row_unclamped : p.n - 1) * groups;
-    const std::uint16_t* next_param = static_cast<const std::uint16_t*>(lane % 2 ? p.biases : p.scales) + param_first;
+    const std::uint16_t* param_base = static_cast<const std::uint16_t*>(lane % 2 ? p.biases : p.scales);
+    const std::uint16_t* next_param = param_base + param_first;
+    const std::uint16_t* const param_end = param_base + p.n * groups;
     bool next_param_odd = (param_first & 1) != 0;  // one group per stage: the element's place in its word
     const int param_to = Stage::kCodeBytes + (lane % 2) * kBiasesAt + (lane / 2) * Stage::kParamBytes;
     const int copy_lo = g * Stage::kRowStride + 16 * t, copy_hi = copy_lo + 8 * Stage::kRowStride;
@@ -167,8 +169,12 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerSm) qmv_mma_kernel(c
         copy_async_if<16>(copy, slot + copy_hi + 64 * piece, next_hi + 64 * piece);
       }
       if constexpr (kGps == 1) {
-        // The aligned word holding the group; at the matrix's last element, only its 2 bytes.
-        copy4_async_partial_if(copy, slot + param_to, next_param - (next_param_odd ? 1 : 0), next_param_odd ? 4 : 2);
+        // The aligned word holding the group. The array's last element, where it starts a word,
+        // has no word of its own: that lane loads it directly (a 4-byte copy, even one told to
+        // read only 2 bytes, is an out-of-bounds read to compute-sanitizer).
+        const bool array_end = !next_param_odd && next_param == param_end - 1;
+        copy_async_if<4>(copy && !array_end, slot + param_to, next_param - (next_param_odd ? 1 : 0));
+        if (copy && array_end) *reinterpret_cast<std::uint32_t*>(slot + param_to) = *next_param;
         next_param_odd = !next_param_odd;
       } else {
         copy_async_if<Stage::kParamBytes>(copy, slot + param_to, next_param);

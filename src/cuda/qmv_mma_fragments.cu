@@ -9,7 +9,7 @@
 //
 // Per warp and round (64 bytes per row, or 128 at 8 bits with group 128: whole groups), a lane
 // loads 2 x 16 B (x2 for 128-byte rounds) of codes and its 4 * groups-per-round bytes of scales and
-// biases, one round ahead (a register double buffer), and widens the parameters where it folds
+// biases, kDepth - 1 rounds ahead (a ring of register buffers), and widens the parameters where it folds
 // them (a widen at the load would wait for the load: session 7 §10). Everything after the load
 // (conversion, mma k-steps, per-group fold in increasing group order) is qmv_mma.cu's, word for
 // word, so the output bytes are identical (tests/cuda/test_qmv_mma_cuda.cpp checks it).
@@ -22,6 +22,15 @@ namespace exactq::cuda_detail {
 namespace {
 
 using namespace mma;
+
+// Register buffers per lane, a -D knob: kDepth - 1 rounds (1 KB per warp each) are in flight
+// while one is computed. 3 compiles without spills for every format at 128 registers; 4 spills
+// in 5 of the 24 instantiations.
+#ifndef EXACTQ_MMA_FRAGMENT_DEPTH
+#define EXACTQ_MMA_FRAGMENT_DEPTH 3
+#endif
+inline constexpr int kDepth = EXACTQ_MMA_FRAGMENT_DEPTH;
+static_assert(kDepth >= 2 && kDepth <= 4, "2 to 4 register buffers");
 
 template <int BITS, int GROUP>
 struct FragmentRound {
@@ -162,13 +171,16 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerSm) qmv_mma_fragment
       }
     };
 
-    // Rounds in pairs, so that each of the two register buffers has a fixed name.
-    RoundRegisters<BITS, GROUP> buffer[2];
-    if (active) load(0, buffer[0]);  // in flight while x is staged
-    int tile_chunk0 = 0;             // the round's first chunk within the staged tile of x
-    for (int j0 = 0; j0 < rounds; j0 += 2) {
+    // A ring of kDepth register buffers: round j + kDepth - 1 is loaded before round j is
+    // computed. Rounds go in groups of kDepth so that each buffer has a fixed name.
+    RoundRegisters<BITS, GROUP> buffer[kDepth];
 #pragma unroll
-      for (int d = 0; d < 2; ++d) {
+    for (int d = 0; d < kDepth - 1; ++d)
+      if (active && d < rounds) load(d, buffer[d]);  // in flight while x is staged
+    int tile_chunk0 = 0;  // the round's first chunk within the staged tile of x
+    for (int j0 = 0; j0 < rounds; j0 += kDepth) {
+#pragma unroll
+      for (int d = 0; d < kDepth; ++d) {
         const int j = j0 + d;
         if (j < rounds) {  // the same for every warp: the barriers below are reached by all
           if (tile_chunk0 == tile_chunks) tile_chunk0 = 0;
@@ -179,7 +191,7 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerSm) qmv_mma_fragment
             stage_mma_x(xs, sums, layout, p, v0, count, first, values);
           }
           if (active) {
-            if (j + 1 < rounds) load(j + 1, buffer[d ^ 1]);
+            if (j + kDepth - 1 < rounds) load(j + kDepth - 1, buffer[(d + kDepth - 1) % kDepth]);
             compute(buffer[d], tile_chunk0);
           }
           tile_chunk0 += R::kChunks;

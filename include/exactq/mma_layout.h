@@ -9,8 +9,8 @@
 //
 // The one definition (the CPU conversion and the CUDA kernel both use these functions):
 // - Rows go in tasks of 16 (the mma's M); N is padded up to a multiple of 16 with zero rows.
-// - A task's K is cut into rounds of `round_row_bytes(bits, group)` bytes per row (64, or 128 for
-//   8-bit group 128: a round always holds whole groups). Per task and round the codes are
+// - A task's K is cut into rounds of `round_row_bytes(bits, group)` bytes per row (128: whole
+//   groups at every format). Per task and round the codes are
 //   [half h][piece p][lane l][16 bytes]: lane l = 4 g + t holds, for row 16 task + g + 8 h, the
 //   words that qmv_mma's lane (g, t) feeds the mma. Its word i (i = 4 p + q) is the row's word
 //   that MLX's layout puts at byte `mlx_word_byte(...)`: for each 32-code chunk of the round,
@@ -29,9 +29,13 @@ inline constexpr int kTaskRows = 16;      // the mma's M
 inline constexpr int kLanes = 32;
 inline constexpr int kPieceBytes = 16;     // one lane's load
 inline constexpr int kPieceWarpBytes = kLanes * kPieceBytes;  // 512: one warp-wide load
+// Bytes of a row per round: 128 (8 chunks at 4 bits, 4 at 8 bits). 64-byte rounds measured 2x
+// slower where few warps have tasks: a round's 2 groups gave a lone warp too little independent
+// work between the round loop's branches (session 8 §4).
+inline constexpr int kRoundRowBytes = 128;
 
 EXACTQ_HD constexpr bool serves(int bits) { return bits == 4 || bits == 8; }
-EXACTQ_HD constexpr int round_row_bytes(int bits, int group) { return group * bits / 8 > 64 ? group * bits / 8 : 64; }
+EXACTQ_HD constexpr int round_row_bytes(int bits, int group) { return group * bits / 8 > kRoundRowBytes ? group * bits / 8 : kRoundRowBytes; }
 EXACTQ_HD constexpr int round_values(int bits, int group) { return round_row_bytes(bits, group) * 8 / bits; }
 EXACTQ_HD constexpr int groups_per_round(int bits, int group) { return round_values(bits, group) / group; }
 // 16-byte pieces per lane and row half in a round: 1 or 2.

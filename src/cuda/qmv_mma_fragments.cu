@@ -27,7 +27,7 @@ using namespace mma;
 // while one is computed. 3 compiles without spills for every format at 128 registers; 4 spills
 // in 5 of the 24 instantiations.
 #ifndef EXACTQ_MMA_FRAGMENT_DEPTH
-#define EXACTQ_MMA_FRAGMENT_DEPTH 3
+#define EXACTQ_MMA_FRAGMENT_DEPTH 2
 #endif
 inline constexpr int kDepth = EXACTQ_MMA_FRAGMENT_DEPTH;
 static_assert(kDepth >= 2 && kDepth <= 4, "2 to 4 register buffers");
@@ -55,9 +55,12 @@ struct RoundRegisters {
 
 template <int N>
 __device__ __forceinline__ void load_words(const std::uint32_t* at, std::uint32_t (&w)[N]) {
-  if constexpr (N == 4) {
-    const uint4 v = __ldcs(reinterpret_cast<const uint4*>(at));
-    w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+  if constexpr (N % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < N; i += 4) {
+      const uint4 v = __ldcs(reinterpret_cast<const uint4*>(at) + i / 4);
+      w[i] = v.x, w[i + 1] = v.y, w[i + 2] = v.z, w[i + 3] = v.w;
+    }
   } else if constexpr (N == 2) {
     const uint2 v = __ldcs(reinterpret_cast<const uint2*>(at));
     w[0] = v.x, w[1] = v.y;

@@ -77,6 +77,8 @@ TEST(Cli, BadArgumentsExit2NamingTheValue) {
       {"parity --m-max 0", "--m-max 0"},
       {"parity --vmax 0 --n 8 --k 64", "--vmax 0"},
       {"parity --kernels qmv,qmv", "given twice"},
+      {"parity --mma-layout rows", "'rows'"},
+      {"bench --backend cpu --shapes 16x256 --m 1 --mma-layout rows", "'rows'"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.args);

@@ -6,6 +6,7 @@
 #include <cuda_bf16.h>
 
 #include "cuda/common.cuh"
+#include "cuda/launch.h"
 
 namespace exactq::cuda_detail::mma {
 
@@ -209,6 +210,95 @@ __device__ __forceinline__ void read_floats(const float* at, float (&out)[N]) {
   read_words<N>(at, w);
 #pragma unroll
   for (int i = 0; i < N; ++i) out[i] = __uint_as_float(w[i]);
+}
+
+// Where lane (g, t) reads B (its vector g of each n-tile) and the group sums of its output
+// columns (vectors 2t, 2t + 1), clamped to the pass's last vector so that the loops have no
+// bounds guards: a column past `count` repeats a real vector and is never stored, and an mma
+// column depends only on its own column of B, so every other column keeps its bits.
+template <int NT>
+struct MmaLaneReads {
+  const uint4* b[NT];
+  const float* fold[NT][2];
+  __device__ __forceinline__ MmaLaneReads(const uint4* xs, const float* sums, const MmaTileLayout& layout, int count,
+                                          int g, int t) {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      b[nt] = xs + min(nt * 8 + g, count - 1) * layout.x_stride + t;
+      fold[nt][0] = sums + min(nt * 8 + 2 * t, count - 1) * layout.sum_stride;
+      fold[nt][1] = sums + min(nt * 8 + 2 * t + 1, count - 1) * layout.sum_stride;
+    }
+  }
+};
+
+// ---- host side, shared by both kernels' launchers ------------------------------------------
+
+// What every qmv_mma launch checks, whatever the layout (whose own K rule its launcher checks).
+inline void check_mma_arguments(const QuantizedMatrixView& w) {
+  if (w.dtype == DType::f32)
+    throw std::invalid_argument("[exactq] qmv_mma: dtype f32 has no exact tensor-core path (use bf16 or f16; qmv serves f32)");
+  if (w.bits != 4 && w.bits != 8)
+    throw std::invalid_argument("[exactq] qmv_mma: bits = " + std::to_string(w.bits) + " is not implemented yet (4 and 8 are)");
+  if (w.n * (w.k / w.group) >= (std::int64_t(1) << 31))
+    throw std::invalid_argument("[exactq] N * K / group = " + std::to_string(w.n * (w.k / w.group)) +
+                                " group parameters: qmv_mma indexes them with 32 bits");
+  for (const void* params : {w.scales.data(), w.biases.data()})
+    if (reinterpret_cast<std::uintptr_t>(params) % 16 != 0)
+      throw std::invalid_argument("[exactq] qmv_mma: scales and biases must be 16-byte aligned (they are read in "
+                                  "pieces of up to 16 bytes); got address " +
+                                  std::to_string(reinterpret_cast<std::uintptr_t>(params)));
+}
+
+// The launches of one call: passes of 16 vectors run two n-tiles, a last pass of at most 8 one.
+// `pass` is called as pass.template operator()<BITS, BF16, NT, GROUP>(params, first_pass,
+// passes). The group is a template parameter, so the folds' places in a round are constants.
+template <typename Pass>
+void for_each_mma_launch(const QuantizedMatrixView& w, const void* x, std::int64_t m, void* y, Pass&& pass) {
+  const MmaParams p{w.packed.data(), w.scales.data(), w.biases.data(), x, y, w.n, w.k, m, w.group, 0, w.dtype, kMmaWarps};
+  const std::int64_t full = m / kPassVectors;
+  const int rest = int(m - full * kPassVectors);
+  auto with = [&]<int BITS, int GROUP>() {
+    auto go = [&]<int NT>(std::int64_t first, std::int64_t passes) {
+      if (w.dtype == DType::bf16) pass.template operator()<BITS, true, NT, GROUP>(p, first, passes);
+      else pass.template operator()<BITS, false, NT, GROUP>(p, first, passes);
+    };
+    if (full > 0) go.template operator()<2>(0, full);
+    if (rest > 8) go.template operator()<2>(full, 1);
+    else if (rest > 0) go.template operator()<1>(full, 1);
+  };
+  auto with_group = [&]<int BITS>() {
+    if (w.group == 32) with.template operator()<BITS, 32>();
+    else if (w.group == 64) with.template operator()<BITS, 64>();
+    else with.template operator()<BITS, 128>();
+  };
+  if (w.bits == 4) with_group.template operator()<4>();
+  else with_group.template operator()<8>();
+}
+
+// Launches KERNEL over passes [first_pass, first_pass + passes) of base's vectors, with
+// p.tile_values already chosen and `smem` bytes of shared memory. The 16-row tasks are spread
+// over the SMs: task_warps = ceil(tasks / SMs) warps per block take tasks (the rest only help
+// stage x), from N and the SM count only. Each launch sees its first pass's vectors as 0.. .
+template <auto KERNEL>
+void launch_mma_passes(MmaParams p, std::int64_t first_pass, std::int64_t passes, std::size_t smem, cudaStream_t stream) {
+  const std::int64_t tasks = (p.n + kMmaRows - 1) / kMmaRows;
+  const std::int64_t per_sm = (tasks + sm_count() - 1) / sm_count();
+  p.task_warps = int(per_sm < kMmaWarps ? per_sm : kMmaWarps);
+  const std::int64_t blocks_needed = (tasks + p.task_warps - 1) / p.task_warps;
+  const std::int64_t resident = std::int64_t(resident_blocks<KERNEL>(kMmaThreads, smem, int(kMmaBlockSmem))) * sm_count();
+  const unsigned grid_x = unsigned(blocks_needed < resident ? blocks_needed : resident);
+  p.x = static_cast<const std::uint16_t*>(p.x) + first_pass * kPassVectors * p.k;
+  p.y = static_cast<std::uint16_t*>(p.y) + first_pass * kPassVectors * p.n;
+  p.m -= first_pass * kPassVectors;
+  constexpr std::int64_t kMaxGridY = 65535;
+  for (std::int64_t done = 0; done < passes; done += kMaxGridY) {
+    const std::int64_t now = passes - done < kMaxGridY ? passes - done : kMaxGridY;
+    KERNEL<<<dim3(grid_x, unsigned(now)), kMmaThreads, smem, stream>>>(p);
+    EXACTQ_CUDA_CHECK(cudaGetLastError());
+    p.x = static_cast<const std::uint16_t*>(p.x) + now * kPassVectors * p.k;
+    p.y = static_cast<std::uint16_t*>(p.y) + now * kPassVectors * p.n;
+    p.m -= now * kPassVectors;
+  }
 }
 
 }  // namespace exactq::cuda_detail::mma

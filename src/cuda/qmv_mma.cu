@@ -119,10 +119,8 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerSm) qmv_mma_kernel(c
   const std::int64_t warps_total = std::int64_t(gridDim.x) * p.task_warps;
   const std::int64_t trips = (tasks + warps_total - 1) / warps_total;
   const std::int64_t my_first_task = std::int64_t(warp) * gridDim.x + blockIdx.x;
-  // The vectors this lane reads for B and for the folds, clamped to the pass's last one, so that
-  // the loop has no bounds guards: a column past `count` repeats a real vector and is never
-  // stored, and an mma column depends only on its own column of B, so every other column keeps
-  // its bits.
+  // The vectors this lane reads for B and for the folds, clamped as MmaLaneReads explains. Kept
+  // inline here: through the struct this kernel compiles differently (not yet measured).
   const uint4* b_lane[NT];
   const float* fold_lane[NT][2];
 #pragma unroll
@@ -286,75 +284,22 @@ int mma_tile(std::int64_t k, int count) {
   return int(k < tile ? k : tile);
 }
 
-template <int BITS, bool BF16, int NT, int GROUP>
-void launch_pass(const MmaParams& base, std::int64_t first_pass, std::int64_t passes, cudaStream_t stream) {
-  MmaParams p = base;
-  const std::int64_t vectors = base.m - first_pass * kPassVectors;
-  const int count = int(vectors < kPassVectors ? vectors : kPassVectors);  // passes > 1 are all full
-  p.tile_values = mma_tile<BITS, GROUP>(p.k, count);
-  const std::int64_t tasks = (p.n + kMmaRows - 1) / kMmaRows;
-  const std::int64_t per_sm = (tasks + sm_count() - 1) / sm_count();
-  p.task_warps = int(per_sm < kMmaWarps ? per_sm : kMmaWarps);
-  const std::size_t smem = mma_smem<BITS, GROUP>(p.tile_values, count);
-  const std::int64_t blocks_needed = (tasks + p.task_warps - 1) / p.task_warps;
-  const std::int64_t resident = std::int64_t(mma_blocks_per_sm<BITS, BF16, NT, GROUP>(smem)) * sm_count();
-  const unsigned grid_x = unsigned(blocks_needed < resident ? blocks_needed : resident);
-  // Each launch sees the vectors from its first pass on as its own vectors 0..
-  p.x = static_cast<const std::uint16_t*>(base.x) + first_pass * kPassVectors * p.k;
-  p.y = static_cast<std::uint16_t*>(base.y) + first_pass * kPassVectors * p.n;
-  p.m = base.m - first_pass * kPassVectors;
-  constexpr std::int64_t kMaxGridY = 65535;
-  for (std::int64_t done = 0; done < passes; done += kMaxGridY) {
-    const std::int64_t now = passes - done < kMaxGridY ? passes - done : kMaxGridY;
-    qmv_mma_kernel<BITS, BF16, NT, GROUP><<<dim3(grid_x, unsigned(now)), kMmaThreads, smem, stream>>>(p);
-    EXACTQ_CUDA_CHECK(cudaGetLastError());
-    p.x = static_cast<const std::uint16_t*>(p.x) + now * kPassVectors * p.k;
-    p.y = static_cast<std::uint16_t*>(p.y) + now * kPassVectors * p.n;
-    p.m -= now * kPassVectors;
-  }
-}
-
 }  // namespace
 
 void launch_qmv_mma(const QuantizedMatrixView& w, const void* x, std::int64_t m, void* y, cudaStream_t stream) {
   if (w.layout == WeightLayout::mma_fragments) return launch_qmv_mma_fragments(w, x, m, y, stream);
-  if (w.dtype == DType::f32)
-    throw std::invalid_argument("[exactq] qmv_mma: dtype f32 has no exact tensor-core path (use bf16 or f16; qmv serves f32)");
-  if (w.bits != 4 && w.bits != 8)
-    throw std::invalid_argument("[exactq] qmv_mma: bits = " + std::to_string(w.bits) + " is not implemented yet (4 and 8 are)");
+  check_mma_arguments(w);
   const int stage_values = 32 * (kStageRowBytes / (4 * w.bits));
   if (w.k % stage_values != 0)
     throw std::invalid_argument("[exactq] qmv_mma: K = " + std::to_string(w.k) + " must be a multiple of " +
                                 std::to_string(stage_values) + " at " + std::to_string(w.bits) + " bits");
-  if (w.n * (w.k / w.group) >= (std::int64_t(1) << 31))
-    throw std::invalid_argument("[exactq] N * K / group = " + std::to_string(w.n * (w.k / w.group)) +
-                                " group parameters: qmv_mma indexes them with 32 bits");
-  for (const void* params : {w.scales.data(), w.biases.data()})
-    if (reinterpret_cast<std::uintptr_t>(params) % 16 != 0)
-      throw std::invalid_argument("[exactq] qmv_mma: scales and biases must be 16-byte aligned (they are copied in "
-                                  "16-byte pieces); got address " + std::to_string(reinterpret_cast<std::uintptr_t>(params)));
-  const bool bf16 = w.dtype == DType::bf16;
-  auto run = [&]<int BITS, int GROUP>() {
-    MmaParams p{w.packed.data(), w.scales.data(), w.biases.data(), x, y, w.n, w.k, m, w.group, 0, w.dtype, kMmaWarps};
-    // Passes of 16 vectors; a last pass of at most 8 needs only one n-tile.
-    const std::int64_t full = m / kPassVectors;
-    const int rest = int(m - full * kPassVectors);
-    auto go = [&]<int NT>(std::int64_t first, std::int64_t passes) {
-      if (bf16) launch_pass<BITS, true, NT, GROUP>(p, first, passes, stream);
-      else launch_pass<BITS, false, NT, GROUP>(p, first, passes, stream);
-    };
-    if (full > 0) go.template operator()<2>(0, full);
-    if (rest > 8) go.template operator()<2>(full, 1);
-    else if (rest > 0) go.template operator()<1>(full, 1);
-  };
-  // The group is a template parameter: the folds' places in a stage are then constants.
-  auto with_group = [&]<int BITS>() {
-    if (w.group == 32) run.template operator()<BITS, 32>();
-    else if (w.group == 64) run.template operator()<BITS, 64>();
-    else run.template operator()<BITS, 128>();
-  };
-  if (w.bits == 4) with_group.template operator()<4>();
-  else with_group.template operator()<8>();
+  for_each_mma_launch(w, x, m, y, [&]<int BITS, bool BF16, int NT, int GROUP>(MmaParams p, std::int64_t first, std::int64_t passes) {
+    const std::int64_t vectors = p.m - first * kPassVectors;
+    const int count = int(vectors < kPassVectors ? vectors : kPassVectors);  // passes > 1 are all full
+    p.tile_values = mma_tile<BITS, GROUP>(p.k, count);
+    launch_mma_passes<qmv_mma_kernel<BITS, BF16, NT, GROUP>>(p, first, passes, mma_smem<BITS, GROUP>(p.tile_values, count),
+                                                           stream);
+  });
 }
 
 cuda::KernelResources qmv_mma_resources(int bits, int vectors) {

@@ -94,15 +94,9 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerSm) qmv_mma_fragment
   const std::int64_t warps_total = std::int64_t(gridDim.x) * p.task_warps;
   const std::int64_t trips = (tasks + warps_total - 1) / warps_total;
   const std::int64_t my_first_task = std::int64_t(warp) * gridDim.x + blockIdx.x;
-  // As in qmv_mma.cu: B and fold reads clamped to the pass's last vector (never stored).
-  const uint4* b_lane[NT];
-  const float* fold_lane[NT][2];
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    b_lane[nt] = xs + min(nt * 8 + g, count - 1) * layout.x_stride + t;
-    fold_lane[nt][0] = sums + min(nt * 8 + 2 * t, count - 1) * layout.sum_stride;
-    fold_lane[nt][1] = sums + min(nt * 8 + 2 * t + 1, count - 1) * layout.sum_stride;
-  }
+  const MmaLaneReads<NT> lane_reads(xs, sums, layout, count, g, t);
+  const auto& b_lane = lane_reads.b;
+  const auto& fold_lane = lane_reads.fold;
 
   for (std::int64_t trip = 0; trip < trips; ++trip) {
     const std::int64_t task = my_first_task + trip * warps_total;
@@ -229,68 +223,19 @@ int fragments_tile(std::int64_t k, int count) {
   return int(k < tile ? k : tile);
 }
 
-template <int BITS, bool BF16, int NT, int GROUP>
-void launch_fragments_pass(const MmaParams& base, std::int64_t first_pass, std::int64_t passes, cudaStream_t stream) {
-  MmaParams p = base;
-  const std::int64_t vectors = base.m - first_pass * kPassVectors;
-  const int count = int(vectors < kPassVectors ? vectors : kPassVectors);  // passes > 1 are all full
-  p.tile_values = fragments_tile<GROUP>(p.k, count);
-  const std::int64_t tasks = (p.n + kMmaRows - 1) / kMmaRows;
-  const std::int64_t per_sm = (tasks + sm_count() - 1) / sm_count();
-  p.task_warps = int(per_sm < kMmaWarps ? per_sm : kMmaWarps);
-  const std::size_t smem = MmaTileLayout(p.tile_values, GROUP).bytes(count);
-  const std::int64_t blocks_needed = (tasks + p.task_warps - 1) / p.task_warps;
-  const std::int64_t resident = std::int64_t(fragments_blocks_per_sm<BITS, BF16, NT, GROUP>(smem)) * sm_count();
-  const unsigned grid_x = unsigned(blocks_needed < resident ? blocks_needed : resident);
-  p.x = static_cast<const std::uint16_t*>(base.x) + first_pass * kPassVectors * p.k;
-  p.y = static_cast<std::uint16_t*>(base.y) + first_pass * kPassVectors * p.n;
-  p.m = base.m - first_pass * kPassVectors;
-  constexpr std::int64_t kMaxGridY = 65535;
-  for (std::int64_t done = 0; done < passes; done += kMaxGridY) {
-    const std::int64_t now = passes - done < kMaxGridY ? passes - done : kMaxGridY;
-    qmv_mma_fragments_kernel<BITS, BF16, NT, GROUP><<<dim3(grid_x, unsigned(now)), kMmaThreads, smem, stream>>>(p);
-    EXACTQ_CUDA_CHECK(cudaGetLastError());
-    p.x = static_cast<const std::uint16_t*>(p.x) + now * kPassVectors * p.k;
-    p.y = static_cast<std::uint16_t*>(p.y) + now * kPassVectors * p.n;
-    p.m -= now * kPassVectors;
-  }
-}
-
 }  // namespace
 
 void launch_qmv_mma_fragments(const QuantizedMatrixView& w, const void* x, std::int64_t m, void* y,
                               cudaStream_t stream) {
-  if (w.dtype == DType::f32)
-    throw std::invalid_argument("[exactq] qmv_mma: dtype f32 has no exact tensor-core path (use bf16 or f16; qmv serves f32)");
+  check_mma_arguments(w);
   mma_layout::check_shape(w.n, w.k, w.bits, w.group);  // validate() has checked it too
-  if (w.n * (w.k / w.group) >= (std::int64_t(1) << 31))
-    throw std::invalid_argument("[exactq] N * K / group = " + std::to_string(w.n * (w.k / w.group)) +
-                                " group parameters: qmv_mma indexes them with 32 bits");
-  for (const void* params : {w.scales.data(), w.biases.data()})
-    if (reinterpret_cast<std::uintptr_t>(params) % 16 != 0)
-      throw std::invalid_argument("[exactq] qmv_mma: scales and biases must be 16-byte aligned (they are loaded in "
-                                  "pieces of up to 16 bytes); got address " +
-                                  std::to_string(reinterpret_cast<std::uintptr_t>(params)));
-  const bool bf16 = w.dtype == DType::bf16;
-  auto run = [&]<int BITS, int GROUP>() {
-    MmaParams p{w.packed.data(), w.scales.data(), w.biases.data(), x, y, w.n, w.k, m, w.group, 0, w.dtype, kMmaWarps};
-    const std::int64_t full = m / kPassVectors;
-    const int rest = int(m - full * kPassVectors);
-    auto go = [&]<int NT>(std::int64_t first, std::int64_t passes) {
-      if (bf16) launch_fragments_pass<BITS, true, NT, GROUP>(p, first, passes, stream);
-      else launch_fragments_pass<BITS, false, NT, GROUP>(p, first, passes, stream);
-    };
-    if (full > 0) go.template operator()<2>(0, full);
-    if (rest > 8) go.template operator()<2>(full, 1);
-    else if (rest > 0) go.template operator()<1>(full, 1);
-  };
-  auto with_group = [&]<int BITS>() {
-    if (w.group == 32) run.template operator()<BITS, 32>();
-    else if (w.group == 64) run.template operator()<BITS, 64>();
-    else run.template operator()<BITS, 128>();
-  };
-  if (w.bits == 4) with_group.template operator()<4>();
-  else with_group.template operator()<8>();
+  for_each_mma_launch(w, x, m, y, [&]<int BITS, bool BF16, int NT, int GROUP>(MmaParams p, std::int64_t first, std::int64_t passes) {
+    const std::int64_t vectors = p.m - first * kPassVectors;
+    const int count = int(vectors < kPassVectors ? vectors : kPassVectors);  // passes > 1 are all full
+    p.tile_values = fragments_tile<GROUP>(p.k, count);
+    launch_mma_passes<qmv_mma_fragments_kernel<BITS, BF16, NT, GROUP>>(p, first, passes,
+                                                                     MmaTileLayout(p.tile_values, GROUP).bytes(count), stream);
+  });
 }
 
 cuda::KernelResources qmv_mma_fragments_resources(int bits, int vectors) {

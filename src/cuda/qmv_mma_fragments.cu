@@ -7,12 +7,13 @@
 // lane (g, t)'s 16-byte load is exactly the words it feeds the mma (rows g and g + 8), and a
 // warp's load instruction reads 512 contiguous bytes.
 //
-// Per warp and round (64 bytes per row, or 128 at 8 bits with group 128: whole groups), a lane
-// loads 2 x 16 B (x2 for 128-byte rounds) of codes and its 4 * groups-per-round bytes of scales and
-// biases, kDepth - 1 rounds ahead (a ring of register buffers), and widens the parameters where it folds
-// them (a widen at the load would wait for the load: session 7 §10). Everything after the load
-// (conversion, mma k-steps, per-group fold in increasing group order) is qmv_mma.cu's, word for
-// word, so the output bytes are identical (tests/cuda/test_qmv_mma_cuda.cpp checks it).
+// Per warp and round (128 bytes per row: 8 chunks at 4 bits, whole groups at every format), a
+// lane loads 4 x 16 B of codes (rows g and g + 8) and 4 * groups-per-round bytes each of scales
+// and biases, kDepth - 1 rounds ahead (a ring of register buffers), and widens the parameters
+// where it folds them (a widen at the load would wait for the load: session 7 §10). Everything
+// after the load (conversion, mma k-steps, per-group fold in increasing group order) is
+// qmv_mma.cu's, word for word, so the output bytes are identical (tests/cuda/test_qmv_mma_cuda.cpp
+// checks it).
 #include "cuda/launch.h"
 #include "cuda/mma_common.cuh"
 #include "exactq/mma_layout.h"
@@ -23,9 +24,10 @@ namespace {
 
 using namespace mma;
 
-// Register buffers per lane, a -D knob: kDepth - 1 rounds (1 KB per warp each) are in flight
-// while one is computed. 3 compiles without spills for every format at 128 registers; 4 spills
-// in 5 of the 24 instantiations.
+// Register buffers per lane, a -D knob: kDepth - 1 rounds (2 KB per warp each) are in flight
+// while one is computed. At 128 registers, 2 spills 8-108 B in 7 of the 24 instantiations (group
+// 32, or two n-tiles), 3 in most of them. With 64-byte rounds (session 8 §4) depth 2 was also the
+// fastest.
 #ifndef EXACTQ_MMA_FRAGMENT_DEPTH
 #define EXACTQ_MMA_FRAGMENT_DEPTH 2
 #endif

@@ -78,7 +78,7 @@ class CudaBackend final : public Backend {
   // fragment layout (converted once on the host) unless --mma-layout mlx or the shape rules it out.
   std::vector<cuda::DeviceMatrix>& copies_for(Kernel kernel, std::size_t want) {
     const bool fragments = kernel == Kernel::qmv_mma && mma_layout_ == WeightLayout::mma_fragments &&
-                           mma_layout::serves(host_->bits) && host_->k % mma_layout::round_values(host_->bits, host_->group) == 0;
+                           mma_layout::fits(host_->bits, host_->group, host_->k);
     if (fragments && !fragments_) fragments_ = std::make_unique<QuantizedMatrix>(to_mma_fragments(host_->view()));
     auto& copies = fragments ? fragment_copies_ : copies_;
     while (copies.size() < want) copies.push_back(cuda::DeviceMatrix::upload(fragments ? *fragments_ : *host_));

@@ -40,6 +40,10 @@ EXACTQ_HD constexpr int round_values(int bits, int group) { return round_row_byt
 EXACTQ_HD constexpr int groups_per_round(int bits, int group) { return round_values(bits, group) / group; }
 // 16-byte pieces per lane and row half in a round: 1 or 2.
 EXACTQ_HD constexpr int pieces(int bits, int group) { return round_row_bytes(bits, group) / 64; }
+// Whether a matrix of these bits, group and K can be laid out (check_shape says why not).
+EXACTQ_HD constexpr bool fits(int bits, int group, std::int64_t k) {
+  return serves(bits) && k % round_values(bits, group) == 0;
+}
 EXACTQ_HD constexpr std::int64_t padded_rows(std::int64_t n) { return (n + kTaskRows - 1) / kTaskRows * kTaskRows; }
 
 // Byte offset, within the fragment layout's codes, of word i of lane (g, t)'s half h in round j of

@@ -55,6 +55,12 @@ struct MmaTileLayout {
   EXACTQ_HD std::size_t bytes(int count) const { return x_bytes(count) + std::size_t(count) * sum_stride * 4; }
 };
 
+// A group parameter's 16 raw bits as f32 (exact), with the dtype known at compile time.
+template <bool BF16>
+__device__ __forceinline__ float widen_param(std::uint32_t raw16) {
+  return BF16 ? __uint_as_float(raw16 << 16) : __half2float(__ushort_as_half(std::uint16_t(raw16)));
+}
+
 // Two codes' bf16/f16 patterns from 16-bit halves that hold (magic | code): the magic is the
 // float whose unit in the last place is 1 (128 in bf16, 1024 in f16), so subtracting it leaves
 // the code exactly.

@@ -84,9 +84,7 @@ __device__ __forceinline__ void read_chunk_words(const std::uint8_t* at, std::ui
 template <int BITS, int GROUP, bool BF16>
 __device__ __forceinline__ void read_params(const std::uint8_t* at, bool odd, float (&out)[MmaStage<BITS, GROUP>::kGroups]) {
   using Stage = MmaStage<BITS, GROUP>;
-  auto widen = [](std::uint32_t raw16) {
-    return BF16 ? __uint_as_float(raw16 << 16) : __half2float(__ushort_as_half(std::uint16_t(raw16)));
-  };
+  auto widen = widen_param<BF16>;
   std::uint32_t w[Stage::kParamBytes / 4];
   read_words<Stage::kParamBytes / 4>(at, w);
   if constexpr (Stage::kGroups == 1) {

@@ -72,11 +72,6 @@ __device__ __forceinline__ void load_words(const std::uint32_t* at, std::uint32_
   }
 }
 
-template <bool BF16>
-__device__ __forceinline__ float widen_param(std::uint32_t raw16) {
-  return BF16 ? __uint_as_float(raw16 << 16) : __half2float(__ushort_as_half(std::uint16_t(raw16)));
-}
-
 template <int BITS, bool BF16, int NT, int GROUP>
 __global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerSm) qmv_mma_fragments_kernel(const MmaParams p) {
   using R = FragmentRound<BITS, GROUP>;

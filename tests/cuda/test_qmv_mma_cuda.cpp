@@ -38,7 +38,7 @@ Case make_case(std::int64_t n, std::int64_t k, int bits, int group, DType dtype,
   for (auto& v : wf) v = w(rng);
   Case c{quantize(wf, n, k, bits, group, dtype), {}, Bytes(std::size_t(m * k) * dtype_size(dtype)), m, {}};
   c.device = cuda::DeviceMatrix::upload(c.host);
-  if (mma_layout::serves(bits) && k % mma_layout::round_values(bits, group) == 0 && dtype != DType::f32)
+  if (mma_layout::fits(bits, group, k) && dtype != DType::f32)
     c.fragments = cuda::DeviceMatrix::upload(to_mma_fragments(c.host.view()));
   for (std::int64_t i = 0; i < m * k; ++i) store_f32(c.x.data(), std::size_t(i), dtype, xd(rng) * (1 + i % 7));
   return c;

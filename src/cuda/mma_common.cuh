@@ -281,17 +281,17 @@ void for_each_mma_launch(const QuantizedMatrixView& w, const void* x, std::int64
   else with_group.template operator()<8>();
 }
 
-// Launches KERNEL over passes [first_pass, first_pass + passes) of base's vectors, with
+// Launches KERNEL (blocks of WARPS warps) over passes [first_pass, first_pass + passes), with
 // p.tile_values already chosen and `smem` bytes of shared memory. The 16-row tasks are spread
 // over the SMs: task_warps = ceil(tasks / SMs) warps per block take tasks (the rest only help
 // stage x), from N and the SM count only. Each launch sees its first pass's vectors as 0.. .
-template <auto KERNEL>
+template <auto KERNEL, int WARPS = kMmaWarps>
 void launch_mma_passes(MmaParams p, std::int64_t first_pass, std::int64_t passes, std::size_t smem, cudaStream_t stream) {
   const std::int64_t tasks = (p.n + kMmaRows - 1) / kMmaRows;
   const std::int64_t per_sm = (tasks + sm_count() - 1) / sm_count();
-  p.task_warps = int(per_sm < kMmaWarps ? per_sm : kMmaWarps);
+  p.task_warps = int(per_sm < WARPS ? per_sm : WARPS);
   const std::int64_t blocks_needed = (tasks + p.task_warps - 1) / p.task_warps;
-  const std::int64_t resident = std::int64_t(resident_blocks<KERNEL>(kMmaThreads, smem, int(kMmaBlockSmem))) * sm_count();
+  const std::int64_t resident = std::int64_t(resident_blocks<KERNEL>(WARPS * 32, smem, int(kMmaBlockSmem))) * sm_count();
   const unsigned grid_x = unsigned(blocks_needed < resident ? blocks_needed : resident);
   p.x = static_cast<const std::uint16_t*>(p.x) + first_pass * kPassVectors * p.k;
   p.y = static_cast<std::uint16_t*>(p.y) + first_pass * kPassVectors * p.n;
@@ -299,7 +299,7 @@ void launch_mma_passes(MmaParams p, std::int64_t first_pass, std::int64_t passes
   constexpr std::int64_t kMaxGridY = 65535;
   for (std::int64_t done = 0; done < passes; done += kMaxGridY) {
     const std::int64_t now = passes - done < kMaxGridY ? passes - done : kMaxGridY;
-    KERNEL<<<dim3(grid_x, unsigned(now)), kMmaThreads, smem, stream>>>(p);
+    KERNEL<<<dim3(grid_x, unsigned(now)), WARPS * 32, smem, stream>>>(p);
     EXACTQ_CUDA_CHECK(cudaGetLastError());
     p.x = static_cast<const std::uint16_t*>(p.x) + now * kPassVectors * p.k;
     p.y = static_cast<std::uint16_t*>(p.y) + now * kPassVectors * p.n;

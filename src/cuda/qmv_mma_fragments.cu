@@ -34,6 +34,18 @@ using namespace mma;
 inline constexpr int kDepth = EXACTQ_MMA_FRAGMENT_DEPTH;
 static_assert(kDepth >= 2 && kDepth <= 4, "2 to 4 register buffers");
 
+// Few tasks (a down or q/kv/o projection: at most kFewTasksPerSm 16-row tasks per SM) leave most
+// warps of a 16-warp block idle, and a lone warp with one 2 KB round in flight is latency-bound
+// (session 8 §5). Such matrices get blocks of 8 warps, so that up to 255 registers per lane
+// hold a deeper ring. The choice depends on N and the SM count only; the arithmetic per lane is
+// the same, so the bits are too.
+#ifndef EXACTQ_MMA_FEW_TASK_DEPTH
+#define EXACTQ_MMA_FEW_TASK_DEPTH 5
+#endif
+inline constexpr int kFewTaskDepth = EXACTQ_MMA_FEW_TASK_DEPTH;
+inline constexpr int kFewTaskWarps = 8;
+inline constexpr int kFewTasksPerSm = 4;
+
 template <int BITS, int GROUP>
 struct FragmentRound {
   static constexpr int kRowBytes = mma_layout::round_row_bytes(BITS, GROUP);
@@ -72,8 +84,9 @@ __device__ __forceinline__ void load_words(const std::uint32_t* at, std::uint32_
   }
 }
 
-template <int BITS, bool BF16, int NT, int GROUP>
-__global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerSm) qmv_mma_fragments_kernel(const MmaParams p) {
+template <int BITS, bool BF16, int NT, int GROUP, int WARPS = kMmaWarps, int DEPTH = kDepth>
+__global__ void __launch_bounds__(WARPS * 32, WARPS == kMmaWarps ? kMmaBlocksPerSm : 1)
+    qmv_mma_fragments_kernel(const MmaParams p) {
   using R = FragmentRound<BITS, GROUP>;
   constexpr int kCpg = R::kChunksPerGroup;
   constexpr DType kType = BF16 ? DType::bf16 : DType::f16;
@@ -165,16 +178,16 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerSm) qmv_mma_fragment
       }
     };
 
-    // A ring of kDepth register buffers: round j + kDepth - 1 is loaded before round j is
-    // computed. Rounds go in groups of kDepth so that each buffer has a fixed name.
-    RoundRegisters<BITS, GROUP> buffer[kDepth];
+    // A ring of DEPTH register buffers: round j + DEPTH - 1 is loaded before round j is
+    // computed. Rounds go in groups of DEPTH so that each buffer has a fixed name.
+    RoundRegisters<BITS, GROUP> buffer[DEPTH];
 #pragma unroll
-    for (int d = 0; d < kDepth - 1; ++d)
+    for (int d = 0; d < DEPTH - 1; ++d)
       if (active && d < rounds) load(d, buffer[d]);  // in flight while x is staged
     int tile_chunk0 = 0;  // the round's first chunk within the staged tile of x
-    for (int j0 = 0; j0 < rounds; j0 += kDepth) {
+    for (int j0 = 0; j0 < rounds; j0 += DEPTH) {
 #pragma unroll
-      for (int d = 0; d < kDepth; ++d) {
+      for (int d = 0; d < DEPTH; ++d) {
         const int j = j0 + d;
         if (j < rounds) {  // the same for every warp: the barriers below are reached by all
           if (tile_chunk0 == tile_chunks) tile_chunk0 = 0;
@@ -185,7 +198,7 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerSm) qmv_mma_fragment
             stage_mma_x(xs, sums, layout, p, v0, count, first, values);
           }
           if (active) {
-            if (j + kDepth - 1 < rounds) load(j + kDepth - 1, buffer[(d + kDepth - 1) % kDepth]);
+            if (j + DEPTH - 1 < rounds) load(j + DEPTH - 1, buffer[(d + DEPTH - 1) % DEPTH]);
             compute(buffer[d], tile_chunk0);
           }
           tile_chunk0 += R::kChunks;
@@ -230,8 +243,13 @@ void launch_qmv_mma_fragments(const QuantizedMatrixView& w, const void* x, std::
     const std::int64_t vectors = p.m - first * kPassVectors;
     const int count = int(vectors < kPassVectors ? vectors : kPassVectors);  // passes > 1 are all full
     p.tile_values = fragments_tile<GROUP>(p.k, count);
-    launch_mma_passes<qmv_mma_fragments_kernel<BITS, BF16, NT, GROUP>>(p, first, passes,
-                                                                     MmaTileLayout(p.tile_values, GROUP).bytes(count), stream);
+    const std::size_t smem = MmaTileLayout(p.tile_values, GROUP).bytes(count);
+    const std::int64_t tasks = (p.n + kMmaRows - 1) / kMmaRows;
+    if (tasks <= std::int64_t(kFewTasksPerSm) * sm_count())
+      launch_mma_passes<qmv_mma_fragments_kernel<BITS, BF16, NT, GROUP, kFewTaskWarps, kFewTaskDepth>, kFewTaskWarps>(
+          p, first, passes, smem, stream);
+    else
+      launch_mma_passes<qmv_mma_fragments_kernel<BITS, BF16, NT, GROUP>>(p, first, passes, smem, stream);
   });
 }
 

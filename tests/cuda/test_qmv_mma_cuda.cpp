@@ -195,7 +195,8 @@ TEST(CudaQmvMma, OddGroupCountAtEightBitsGroup128) {
 // The fragment layout's kernel gives the MLX layout's bytes on the shapes that exercise its
 // edges: x restaged in tiles (K = 8192 at M = 16), several trips over the resident warps (more
 // tasks than 16 warps x 132 SMs), padding rows (N not a multiple of 16), an odd group count at
-// 8 bits group 128. qmv, another order, is the negative control.
+// 8 bits group 128, and both launch shapes of the fragment kernel (few tasks: 8-warp blocks with
+// a deeper ring; many: 16-warp blocks). qmv, another order, is the negative control.
 TEST(CudaQmvMma, FragmentLayoutGivesTheMlxLayoutsBytes) {
   REQUIRE_GPU();
   const std::uint64_t seed = fresh_seed();

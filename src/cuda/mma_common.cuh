@@ -21,6 +21,7 @@ namespace exactq::cuda_detail::mma {
 #endif
 inline constexpr int kMmaWarps = EXACTQ_MMA_WARPS;
 static_assert(kMmaWarps == 8 || kMmaWarps == 16, "8 or 16 warps per block");
+static_assert(8 % order::kMmaMaxParts == 0, "a task's K parts fill whole blocks of 8 or 16 warps");
 inline constexpr int kMmaThreads = kMmaWarps * 32;
 inline constexpr int kMmaBlocksPerSm = 16 / kMmaWarps;  // 16 warps per SM at 128 registers
 inline constexpr int kMmaRows = 16;          // rows per warp task: the mma's M
@@ -38,7 +39,28 @@ struct MmaParams {
   int group;
   int tile_values;  // K values of x staged at a time (a multiple of 256, or all of K)
   DType dtype;
-  int task_warps;   // warps of a block that take tasks (1..8)
+  int task_warps;   // warps of a block that take tasks: a multiple of k_parts, at most the block's
+  int k_parts;      // K segments per task (order::mma_k_parts); consecutive warps are a task's parts
+};
+
+// The work of one warp: which part of a task it computes and which tasks it takes, trip by trip.
+// K is cut into p.k_parts segments of whole rounds (order.h); the k_parts consecutive warps
+// w = slot * k_parts + part of a block compute the segments of one task, and the block adds
+// their totals in increasing part (combine_parts). With k_parts = 1 a warp walks all of K.
+struct MmaWarpWork {
+  int part, round_begin, rounds;  // this warp's segment: rounds [round_begin, round_begin + rounds)
+  int rounds_max;                 // the longest segment: every warp walks as many steps (barriers)
+  std::int64_t first_task, task_stride, trips;
+  // parts: p.k_parts, or a compile-time 1 in the kernels built without the split.
+  __device__ __forceinline__ MmaWarpWork(const MmaParams& p, int parts, int warp, int rounds_total, std::int64_t tasks) {
+    part = warp % parts;
+    round_begin = order::mma_segment_begin(part, parts, rounds_total);
+    rounds = order::mma_segment_begin(part + 1, parts, rounds_total) - round_begin;
+    rounds_max = (rounds_total + parts - 1) / parts;
+    task_stride = std::int64_t(gridDim.x) * (p.task_warps / parts);
+    trips = (tasks + task_stride - 1) / task_stride;
+    first_task = std::int64_t(warp / parts) * gridDim.x + blockIdx.x;
+  }
 };
 
 // The staged activations of a block: per vector, the K tile's B fragments, [count][x_stride] x
@@ -140,25 +162,42 @@ __device__ __forceinline__ void mma_step(float (&d)[4], const std::uint32_t (&a)
   }
 }
 
-// Stages x for vectors [v0, v0 + count) of this pass and K values [first, first + values), in
-// MmaTileLayout's order: per vector, chunk and lane t the 8 values 8t..8t+7 as the pairs (0,4),
-// (1,5), (2,6), (3,7) (raw 16-bit patterns, no arithmetic), then per vector and group the f32 sum
-// S_g in increasing k, read back from shared memory. Ends with the block synchronised.
+// Stages x for vectors [v0, v0 + count) of this pass, step `step` of every K segment: per part q,
+// rounds [begin_q + step, min(begin_q + step + sub_rounds, end_q)) of K go to the part's sub-tile
+// (its chunks start at q * sub_rounds rounds into the tile). In MmaTileLayout's order: per vector,
+// chunk and lane t the 8 values 8t..8t+7 as the pairs (0,4), (1,5), (2,6), (3,7) (raw 16-bit
+// patterns, no arithmetic), then per vector and group the f32 sum S_g in increasing k, read back
+// from shared memory. With one part (`parts` a compile-time 1 where the kernel has no split) this
+// is K values [step * round_values, ...) into the tile. Ends with the block synchronised.
 __device__ __forceinline__ void stage_mma_x(uint4* xs, float* sums, const MmaTileLayout& layout, const MmaParams& p,
-                                            std::int64_t v0, int count, std::int64_t first, int values) {
+                                            std::int64_t v0, int count, int parts, int rounds_total, int round_values,
+                                            int sub_rounds, int step) {
+  const int sub_values = sub_rounds * round_values;
+  // The K values part q stages: [first, first + values) of x, placed from q * sub_values on.
+  auto segment = [&](int q, std::int64_t& first, int& values) {
+    const int begin = order::mma_segment_begin(q, parts, rounds_total) + step;
+    const int end = order::mma_segment_begin(q + 1, parts, rounds_total);
+    first = std::int64_t(begin) * round_values;
+    values = (end - begin < sub_rounds ? end - begin : sub_rounds) * round_values;  // <= 0: nothing left
+  };
   // A thread takes a 16-byte piece (chunk c, lane t) and reads it for up to 4 vectors before
   // it writes any, so several L2 reads are in flight (one at a time, restaging at M = 16 waited
   // a full latency per piece: 19 % of the kernel's stall samples).
-  const int pieces = values / 8;  // 16-byte pieces of one vector's tile
-  for (int e = threadIdx.x; e < pieces; e += blockDim.x) {
-    const int c = e >> 2, t = e & 3;
+  const int sub_pieces = sub_values / 8;  // 16-byte pieces of one vector's sub-tile
+  for (int e = threadIdx.x; e < parts * sub_pieces; e += blockDim.x) {
+    const int q = e / sub_pieces, piece = e - q * sub_pieces;
+    std::int64_t first;
+    int values;
+    segment(q, first, values);
+    if (8 * piece >= values) continue;
+    const int c = (q * sub_values + 8 * piece) >> 5, t = piece & 3;
     for (int vb = 0; vb < count; vb += 4) {
       uint4 raw[4];
 #pragma unroll
       for (int u = 0; u < 4; ++u)
         if (vb + u < count)
           raw[u] = *reinterpret_cast<const uint4*>(static_cast<const std::uint16_t*>(p.x) +
-                                                   ((v0 + vb + u) * p.k + first + 8 * e));
+                                                   ((v0 + vb + u) * p.k + first + 8 * piece));
 #pragma unroll
       for (int u = 0; u < 4; ++u)
         if (vb + u < count) {
@@ -173,9 +212,15 @@ __device__ __forceinline__ void stage_mma_x(uint4* xs, float* sums, const MmaTil
     }
   }
   __syncthreads();
-  const int groups = values / p.group, chunks_per_group = p.group / 32;
-  for (int e = threadIdx.x; e < count * groups; e += blockDim.x) {
-    const int g = e % groups, v = e / groups;
+  const int sub_groups = sub_values / p.group, chunks_per_group = p.group / 32;
+  for (int e = threadIdx.x; e < count * parts * sub_groups; e += blockDim.x) {
+    const int v = e / (parts * sub_groups), qg = e - v * (parts * sub_groups);
+    const int q = qg / sub_groups, gi = qg - q * sub_groups;
+    std::int64_t first;
+    int values;
+    segment(q, first, values);
+    if (gi * p.group >= values) continue;
+    const int g = q * sub_groups + gi;  // the group's place in the tile
     float s = 0.0f;
     for (int cc = 0; cc < chunks_per_group; ++cc)
 #pragma unroll
@@ -188,6 +233,43 @@ __device__ __forceinline__ void stage_mma_x(uint4* xs, float* sums, const MmaTil
     sums[v * layout.sum_stride + g] = s;
   }
   __syncthreads();
+}
+
+// Shared memory for the parts' totals of one block (combine_parts), none without a K split.
+inline std::size_t combine_bytes(int k_parts, int warps, int nt) {
+  return k_parts > 1 ? std::size_t(warps) * 32 * nt * 4 * sizeof(float) : 0;
+}
+
+// The K split's combine (order.h): part 0 of each task adds the other parts' totals in increasing
+// part, with one rounding each. Called by every warp of the block (it synchronises the block),
+// only when p.k_parts > 1.
+template <int NT>
+__device__ __forceinline__ void combine_parts(float (&total)[NT][4], float* scratch, int parts, int part, int warp,
+                                              int lane, bool active) {
+  if (active && part > 0)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) scratch[(warp * NT * 4 + nt * 4 + i) * 32 + lane] = total[nt][i];
+  __syncthreads();
+  if (active && part == 0)
+    for (int q = 1; q < parts; ++q)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          total[nt][i] = order::mma_segment_add(total[nt][i], scratch[((warp + q) * NT * 4 + nt * 4 + i) * 32 + lane]);
+  __syncthreads();  // read before the next trip writes
+}
+
+// The x tile for `count` vectors: per part, sub_rounds rounds of K (the most that fit in `budget`
+// bytes, at most the longest segment), so tile_values = k_parts * sub_rounds * round_values.
+template <int GROUP>
+int mma_sub_rounds(std::int64_t k, int round_values, int k_parts, int count, std::size_t budget) {
+  const int rounds_total = int(k / round_values), rounds_max = (rounds_total + k_parts - 1) / k_parts;
+  int sub = 1;
+  while (sub < rounds_max && MmaTileLayout(k_parts * (sub + 1) * round_values, GROUP).bytes(count) <= budget) ++sub;
+  return sub;
 }
 
 // N consecutive 32-bit words from shared memory in the widest loads their alignment allows (the
@@ -260,7 +342,8 @@ inline void check_mma_arguments(const QuantizedMatrixView& w) {
 // passes). The group is a template parameter, so the folds' places in a round are constants.
 template <typename Pass>
 void for_each_mma_launch(const QuantizedMatrixView& w, const void* x, std::int64_t m, void* y, Pass&& pass) {
-  const MmaParams p{w.packed.data(), w.scales.data(), w.biases.data(), x, y, w.n, w.k, m, w.group, 0, w.dtype, kMmaWarps};
+  const MmaParams p{w.packed.data(), w.scales.data(), w.biases.data(), x, y, w.n, w.k, m, w.group, 0, w.dtype, kMmaWarps,
+                    order::mma_k_parts(w.n, w.k, w.bits, w.group)};
   const std::int64_t full = m / kPassVectors;
   const int rest = int(m - full * kPassVectors);
   auto with = [&]<int BITS, int GROUP>() {
@@ -282,15 +365,18 @@ void for_each_mma_launch(const QuantizedMatrixView& w, const void* x, std::int64
 }
 
 // Launches KERNEL (blocks of WARPS warps) over passes [first_pass, first_pass + passes), with
-// p.tile_values already chosen and `smem` bytes of shared memory. The 16-row tasks are spread
-// over the SMs: task_warps = ceil(tasks / SMs) warps per block take tasks (the rest only help
-// stage x), from N and the SM count only. Each launch sees its first pass's vectors as 0.. .
+// p.tile_values already chosen and `smem` bytes of shared memory. The (task, K part) pairs are
+// spread over the SMs: task_warps = ceil(pairs / SMs) warps per block, rounded up to whole tasks,
+// take them (the rest only help stage x), from N, K and the SM count only. Each launch sees its
+// first pass's vectors as 0.. .
 template <auto KERNEL, int WARPS = kMmaWarps>
 void launch_mma_passes(MmaParams p, std::int64_t first_pass, std::int64_t passes, std::size_t smem, cudaStream_t stream) {
   const std::int64_t tasks = (p.n + kMmaRows - 1) / kMmaRows;
-  const std::int64_t per_sm = (tasks + sm_count() - 1) / sm_count();
-  p.task_warps = int(per_sm < WARPS ? per_sm : WARPS);
-  const std::int64_t blocks_needed = (tasks + p.task_warps - 1) / p.task_warps;
+  const std::int64_t per_sm = (tasks * p.k_parts + sm_count() - 1) / sm_count();
+  const int warps = int(per_sm < WARPS ? per_sm : WARPS);
+  p.task_warps = (warps + p.k_parts - 1) / p.k_parts * p.k_parts;  // k_parts divides WARPS
+  const std::int64_t task_slots = p.task_warps / p.k_parts;
+  const std::int64_t blocks_needed = (tasks + task_slots - 1) / task_slots;
   const std::int64_t resident = std::int64_t(resident_blocks<KERNEL>(WARPS * 32, smem, int(kMmaBlockSmem))) * sm_count();
   const unsigned grid_x = unsigned(blocks_needed < resident ? blocks_needed : resident);
   p.x = static_cast<const std::uint16_t*>(p.x) + first_pass * kPassVectors * p.k;

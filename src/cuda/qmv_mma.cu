@@ -34,6 +34,7 @@ using namespace mma;
 // Bytes of one row in one ring stage: a whole 128-byte line per row (64 B per row and stage
 // measured 1.0 TB/s on 28672x8192: half-line reads from 16 rows scattered the DRAM accesses).
 inline constexpr int kStageRowBytes = 128;
+static_assert(kStageRowBytes == mma_layout::kRoundRowBytes, "a stage is a round of the K split (order.h)");
 // Ring depth (a -D knob for tuning: more stages, more bytes in flight per warp, more shared memory).
 #ifndef EXACTQ_MMA_STAGES
 #define EXACTQ_MMA_STAGES 3
@@ -62,7 +63,7 @@ struct MmaStage {
 };
 
 template <int BITS, int GROUP>
-std::size_t mma_ring_bytes() { return std::size_t(kMmaWarps) * kMmaStages * MmaStage<BITS, GROUP>::kBytes; }
+EXACTQ_HD constexpr std::size_t mma_ring_bytes() { return std::size_t(kMmaWarps) * kMmaStages * MmaStage<BITS, GROUP>::kBytes; }
 template <int BITS, int GROUP>
 std::size_t mma_smem(int tile_values, int count) {
   return MmaTileLayout(tile_values, GROUP).bytes(count) + mma_ring_bytes<BITS, GROUP>();
@@ -95,7 +96,8 @@ __device__ __forceinline__ void read_params(const std::uint8_t* at, bool odd, fl
   }
 }
 
-template <int BITS, bool BF16, int NT, int GROUP>
+// SPLIT: K is cut into p.k_parts > 1 segments (order.h); without it the kernel is built for one.
+template <int BITS, bool BF16, int NT, int GROUP, bool SPLIT = false>
 __global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerSm) qmv_mma_kernel(const MmaParams p) {
   using Stage = MmaStage<BITS, GROUP>;
   constexpr int kCps = Stage::kChunks, kGps = Stage::kGroups, kCpg = Stage::kChunksPerGroup;
@@ -111,12 +113,15 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerSm) qmv_mma_kernel(c
                        std::size_t(warp) * kMmaStages * Stage::kBytes;
   const std::int64_t row_bytes = p.k * BITS / 8, groups = p.k / GROUP;
   const int stages_total = int(p.k / (32 * kCps));  // K is a multiple of the stage (the launcher checks)
-  const int tile_chunks = p.tile_values / 32;
-  const bool restage = p.k > p.tile_values;
   const std::int64_t tasks = (p.n + kMmaRows - 1) / kMmaRows;
-  const std::int64_t warps_total = std::int64_t(gridDim.x) * p.task_warps;
-  const std::int64_t trips = (tasks + warps_total - 1) / warps_total;
-  const std::int64_t my_first_task = std::int64_t(warp) * gridDim.x + blockIdx.x;
+  const int parts = SPLIT ? p.k_parts : 1;
+  const MmaWarpWork work(p, parts, warp, stages_total, tasks);  // a stage is a round of order.h's K split
+  // The x tile holds sub_rounds stages of every part's segment; this warp's start at part_chunk0.
+  const int sub_rounds = p.tile_values / (parts * 32 * kCps);
+  const int sub_chunks = sub_rounds * kCps, part_chunk0 = work.part * sub_chunks;
+  const bool restage = work.rounds_max > sub_rounds;
+  float* part_totals = reinterpret_cast<float*>(reinterpret_cast<std::uint8_t*>(mma_shared) + layout.bytes(count) +
+                                                mma_ring_bytes<BITS, GROUP>());
   // The vectors this lane reads for B and for the folds, clamped as MmaLaneReads explains. Kept
   // inline here: through the struct this kernel compiles differently (not yet measured).
   const uint4* b_lane[NT];
@@ -132,19 +137,22 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerSm) qmv_mma_kernel(c
   const int params_lo = Stage::kCodeBytes + g * Stage::kParamBytes, params_hi = params_lo + 8 * Stage::kParamBytes;
   constexpr int kBiasesAt = kMmaRows * Stage::kParamBytes;
 
-  for (std::int64_t trip = 0; trip < trips; ++trip) {
-    const std::int64_t task = my_first_task + trip * warps_total;
+  for (std::int64_t trip = 0; trip < work.trips; ++trip) {
+    const std::int64_t task = work.first_task + trip * work.task_stride;
     const bool active = warp < p.task_warps && task < tasks;
+    const int stages = active ? work.rounds : 0;  // this warp's segment
     const std::int64_t row_lo = task * kMmaRows + g, row_hi = row_lo + 8;
     const std::int64_t rl = row_lo < p.n ? row_lo : p.n - 1, rh = row_hi < p.n ? row_hi : p.n - 1;
     // Lane (g, t) copies the 16-byte pieces t, t + 4, ... of rows g and g+8 of each stage, and
     // lane l the parameters of row l / 2 (scales for l even, biases for l odd). The sources
     // advance by one stage per issue (stages are issued in order): loop-carried pointers, not
     // addresses recomputed from the row clamps at every stage.
-    const std::uint8_t* next_lo = p.packed + rl * row_bytes + 16 * t;
-    const std::uint8_t* next_hi = p.packed + rh * row_bytes + 16 * t;
+    const std::int64_t segment_byte = std::int64_t(work.round_begin) * kStageRowBytes;
+    const std::uint8_t* next_lo = p.packed + rl * row_bytes + segment_byte + 16 * t;
+    const std::uint8_t* next_hi = p.packed + rh * row_bytes + segment_byte + 16 * t;
     const std::int64_t param_row_unclamped = task * kMmaRows + lane / 2;
-    const std::int64_t param_first = (param_row_unclamped < p.n ? param_row_unclamped : p.n - 1) * groups;
+    const std::int64_t param_first =
+        (param_row_unclamped < p.n ? param_row_unclamped : p.n - 1) * groups + std::int64_t(work.round_begin) * kGps;
     const std::uint16_t* param_base = static_cast<const std::uint16_t*>(lane % 2 ? p.biases : p.scales);
     const std::uint16_t* next_param = param_base + param_first;
     const std::uint16_t* const param_end = param_base + p.n * groups;
@@ -152,12 +160,12 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerSm) qmv_mma_kernel(c
     const int param_to = Stage::kCodeBytes + (lane % 2) * kBiasesAt + (lane / 2) * Stage::kParamBytes;
     const int copy_lo = g * Stage::kRowStride + 16 * t, copy_hi = copy_lo + 8 * Stage::kRowStride;
     // One group per stage: which half of the copied word holds rows g's and g+8's parameter at
-    // stage 0 (it alternates with the stage).
-    const bool odd_lo0 = ((rl * groups) & 1) != 0, odd_hi0 = ((rh * groups) & 1) != 0;
+    // the segment's stage 0 (it alternates with the stage).
+    const bool odd_lo0 = ((rl * groups + work.round_begin) & 1) != 0, odd_hi0 = ((rh * groups + work.round_begin) & 1) != 0;
     int issued = 0;
     // The next stage goes to ring slot `ring_slot` (stage st to st % kMmaStages: the callers count).
     auto issue = [&](int ring_slot) {
-      const bool copy = active && issued < stages_total;
+      const bool copy = issued < stages;
       std::uint8_t* slot = ring + ring_slot * Stage::kBytes;
 #pragma unroll
       for (int piece = 0; piece < kStageRowBytes / 64; ++piece) {  // pieces t, t + 4, ... of the row
@@ -187,20 +195,21 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerSm) qmv_mma_kernel(c
     for (int st = 0; st < kMmaStages - 1; ++st) issue(st);
 
     // Counters instead of run-time divisions in the loop: the stage's ring slot and its first
-    // chunk within the staged tile of x.
-    int read_slot = 0, tile_chunk0 = 0;
-    for (int st = 0; st < stages_total; ++st, tile_chunk0 += kCps) {
-      if (tile_chunk0 == tile_chunks) tile_chunk0 = 0;
-      if (tile_chunk0 == 0 && (restage || trip == 0)) {
+    // chunk within this part's sub-tile of x. Every warp walks rounds_max steps (the barriers of
+    // restaging are reached by all); a warp computes only its segment's stages.
+    int read_slot = 0, tile_pos = 0;
+    for (int st = 0; st < work.rounds_max; ++st, tile_pos += kCps) {
+      if (tile_pos == sub_chunks) tile_pos = 0;
+      if (tile_pos == 0 && (restage || trip == 0)) {
         __syncthreads();
-        const std::int64_t first = std::int64_t(st) * kCps * 32;
-        const int values = int(p.k - first < p.tile_values ? p.k - first : p.tile_values);
-        stage_mma_x(xs, sums, layout, p, v0, count, first, values);
+        stage_mma_x(xs, sums, layout, p, v0, count, parts, stages_total, 32 * kCps, sub_rounds, st);
       }
+      const int tile_chunk0 = part_chunk0 + tile_pos;
       // A warp without a task (beyond task_warps, or past the last task) only helps stage x: it
       // skips the stage's work, which it would otherwise spend issue slots on next to the warps
-      // that have tasks (a down projection runs 2 task warps per SM).
-      if (!active) continue;
+      // that have tasks (a down projection runs 2 task warps per SM); so does a part whose
+      // segment is done.
+      if (st >= stages) continue;
       issue(read_slot == 0 ? kMmaStages - 1 : read_slot - 1);  // stage st + kMmaStages - 1
       wait_async_copies<kMmaStages - 1>();
       __syncwarp();  // the stage was copied by all lanes of the warp
@@ -253,7 +262,8 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerSm) qmv_mma_kernel(c
       __syncwarp();  // every lane is done with the stage before it is copied over
     }
     wait_async_copies<0>();
-    if (active) {
+    if constexpr (SPLIT) combine_parts<NT>(total, part_totals, parts, work.part, warp, lane, active);
+    if (active && work.part == 0) {
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
@@ -272,14 +282,12 @@ int mma_blocks_per_sm(std::size_t smem) {
 }
 
 // K values of x staged per block at a time for `count` vectors: the most that fits next to the
-// rings in kMmaBlockSmem, a multiple of 256 so tiles never split a group or a ring stage, or all
-// of K.
+// rings and the parts' totals in kMmaBlockSmem, whole stages of every part's segment.
 template <int BITS, int GROUP>
-int mma_tile(std::int64_t k, int count) {
-  constexpr std::size_t kBudget = kMmaBlockSmem;
-  int tile = 256;
-  while (tile < k && mma_smem<BITS, GROUP>(tile + 256, count) <= kBudget) tile += 256;
-  return int(k < tile ? k : tile);
+int mma_tile(std::int64_t k, int k_parts, int nt, int count) {
+  constexpr int kStageValues = 32 * MmaStage<BITS, GROUP>::kChunks;
+  const std::size_t budget = kMmaBlockSmem - mma_ring_bytes<BITS, GROUP>() - combine_bytes(k_parts, kMmaWarps, nt);
+  return k_parts * kStageValues * mma_sub_rounds<GROUP>(k, kStageValues, k_parts, count, budget);
 }
 
 }  // namespace
@@ -294,9 +302,10 @@ void launch_qmv_mma(const QuantizedMatrixView& w, const void* x, std::int64_t m,
   for_each_mma_launch(w, x, m, y, [&]<int BITS, bool BF16, int NT, int GROUP>(MmaParams p, std::int64_t first, std::int64_t passes) {
     const std::int64_t vectors = p.m - first * kPassVectors;
     const int count = int(vectors < kPassVectors ? vectors : kPassVectors);  // passes > 1 are all full
-    p.tile_values = mma_tile<BITS, GROUP>(p.k, count);
-    launch_mma_passes<qmv_mma_kernel<BITS, BF16, NT, GROUP>>(p, first, passes, mma_smem<BITS, GROUP>(p.tile_values, count),
-                                                           stream);
+    p.tile_values = mma_tile<BITS, GROUP>(p.k, p.k_parts, NT, count);
+    const std::size_t smem = mma_smem<BITS, GROUP>(p.tile_values, count) + combine_bytes(p.k_parts, kMmaWarps, NT);
+    if (p.k_parts > 1) launch_mma_passes<qmv_mma_kernel<BITS, BF16, NT, GROUP, true>>(p, first, passes, smem, stream);
+    else launch_mma_passes<qmv_mma_kernel<BITS, BF16, NT, GROUP, false>>(p, first, passes, smem, stream);
   });
 }
 
@@ -307,7 +316,7 @@ cuda::KernelResources qmv_mma_resources(int bits, int vectors) {
     // Group 64, the benchmark's default.
     EXACTQ_CUDA_CHECK(cudaFuncGetAttributes(&a, qmv_mma_kernel<BITS, true, NT, 64>));
     const int count = NT * 8;
-    blocks = mma_blocks_per_sm<BITS, true, NT, 64>(mma_smem<BITS, 64>(mma_tile<BITS, 64>(4096, count), count));
+    blocks = mma_blocks_per_sm<BITS, true, NT, 64>(mma_smem<BITS, 64>(mma_tile<BITS, 64>(4096, 1, NT, count), count));
   };
   const bool wide = vectors > 8;
   if (bits == 8) wide ? get.template operator()<8, 2>() : get.template operator()<8, 1>();

@@ -84,7 +84,9 @@ __device__ __forceinline__ void load_words(const std::uint32_t* at, std::uint32_
   }
 }
 
-template <int BITS, bool BF16, int NT, int GROUP, int WARPS = kMmaWarps, int DEPTH = kDepth>
+// SPLIT: the matrix's K is cut into p.k_parts > 1 segments (order.h); without it the kernel is
+// built for one segment, and none of the split's bookkeeping takes registers.
+template <int BITS, bool BF16, int NT, int GROUP, int WARPS = kMmaWarps, int DEPTH = kDepth, bool SPLIT = false>
 __global__ void __launch_bounds__(WARPS * 32, WARPS == kMmaWarps ? kMmaBlocksPerSm : 1)
     qmv_mma_fragments_kernel(const MmaParams p) {
   using R = FragmentRound<BITS, GROUP>;
@@ -97,23 +99,26 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS == kMmaWarps ? kMmaBlocksPer
   const MmaTileLayout layout(p.tile_values, GROUP);
   float* sums = reinterpret_cast<float*>(reinterpret_cast<std::uint8_t*>(xs) + layout.x_bytes(count));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int rounds = int(p.k / (32 * R::kChunks));  // K is a multiple of the round (the launcher checks)
-  const int tile_chunks = p.tile_values / 32;
-  const bool restage = p.k > p.tile_values;
+  const int rounds_total = int(p.k / (32 * R::kChunks));  // K is a multiple of the round (the launcher checks)
   const std::int64_t tasks = (p.n + kMmaRows - 1) / kMmaRows;
-  const std::int64_t warps_total = std::int64_t(gridDim.x) * p.task_warps;
-  const std::int64_t trips = (tasks + warps_total - 1) / warps_total;
-  const std::int64_t my_first_task = std::int64_t(warp) * gridDim.x + blockIdx.x;
+  const int parts = SPLIT ? p.k_parts : 1;
+  const MmaWarpWork work(p, parts, warp, rounds_total, tasks);
+  // The x tile holds sub_rounds rounds of every part's segment; this warp's start at part_chunk0.
+  const int sub_rounds = p.tile_values / (parts * 32 * R::kChunks);
+  const int sub_chunks = sub_rounds * R::kChunks, part_chunk0 = work.part * sub_chunks;
+  const bool restage = work.rounds_max > sub_rounds;
+  float* part_totals = reinterpret_cast<float*>(reinterpret_cast<std::uint8_t*>(xs) + layout.bytes(count));
   const MmaLaneReads<NT> lane_reads(xs, sums, layout, count, g, t);
   const auto& b_lane = lane_reads.b;
   const auto& fold_lane = lane_reads.fold;
 
-  for (std::int64_t trip = 0; trip < trips; ++trip) {
-    const std::int64_t task = my_first_task + trip * warps_total;
+  for (std::int64_t trip = 0; trip < work.trips; ++trip) {
+    const std::int64_t task = work.first_task + trip * work.task_stride;
     const bool active = warp < p.task_warps && task < tasks;
-    // The task's first round; the fragment layout pads N to whole tasks, so no row is clamped.
-    const uint4* codes = reinterpret_cast<const uint4*>(p.packed) + task * rounds * R::kUint4s + lane;
-    const std::int64_t param_first = (task * rounds * 8 + g) * R::kGroups;  // in words of two 16-bit values
+    // The segment's first round; the fragment layout pads N to whole tasks, so no row is clamped.
+    const std::int64_t round0 = task * rounds_total + work.round_begin;
+    const uint4* codes = reinterpret_cast<const uint4*>(p.packed) + round0 * R::kUint4s + lane;
+    const std::int64_t param_first = (round0 * 8 + g) * R::kGroups;  // in words of two 16-bit values
     const std::uint32_t* scales = static_cast<const std::uint32_t*>(p.scales) + param_first;
     const std::uint32_t* biases = static_cast<const std::uint32_t*>(p.biases) + param_first;
     auto load = [&](int j, RoundRegisters<BITS, GROUP>& r) {
@@ -178,34 +183,36 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS == kMmaWarps ? kMmaBlocksPer
       }
     };
 
-    // A ring of DEPTH register buffers: round j + DEPTH - 1 is loaded before round j is
-    // computed. Rounds go in groups of DEPTH so that each buffer has a fixed name.
+    // A ring of DEPTH register buffers: round j + DEPTH - 1 of the segment is loaded before
+    // round j is computed. Rounds go in groups of DEPTH so that each buffer has a fixed name.
+    // Every warp walks rounds_max steps (the barriers of restaging are reached by all); a warp
+    // computes only its segment's rounds.
+    const int rounds = active ? work.rounds : 0;
     RoundRegisters<BITS, GROUP> buffer[DEPTH];
 #pragma unroll
     for (int d = 0; d < DEPTH - 1; ++d)
-      if (active && d < rounds) load(d, buffer[d]);  // in flight while x is staged
-    int tile_chunk0 = 0;  // the round's first chunk within the staged tile of x
-    for (int j0 = 0; j0 < rounds; j0 += DEPTH) {
+      if (d < rounds) load(d, buffer[d]);  // in flight while x is staged
+    int tile_pos = 0;  // the step's first chunk within this part's sub-tile of x
+    for (int j0 = 0; j0 < work.rounds_max; j0 += DEPTH) {
 #pragma unroll
       for (int d = 0; d < DEPTH; ++d) {
         const int j = j0 + d;
-        if (j < rounds) {  // the same for every warp: the barriers below are reached by all
-          if (tile_chunk0 == tile_chunks) tile_chunk0 = 0;
-          if (tile_chunk0 == 0 && (restage || trip == 0)) {
+        if (j < work.rounds_max) {  // the same for every warp: the barriers below are reached by all
+          if (tile_pos == sub_chunks) tile_pos = 0;
+          if (tile_pos == 0 && (restage || trip == 0)) {
             __syncthreads();  // everyone is done with the previous tile
-            const std::int64_t first = std::int64_t(j) * R::kChunks * 32;
-            const int values = int(p.k - first < p.tile_values ? p.k - first : p.tile_values);
-            stage_mma_x(xs, sums, layout, p, v0, count, first, values);
+            stage_mma_x(xs, sums, layout, p, v0, count, parts, rounds_total, 32 * R::kChunks, sub_rounds, j);
           }
-          if (active) {
+          if (j < rounds) {
             if (j + DEPTH - 1 < rounds) load(j + DEPTH - 1, buffer[(d + DEPTH - 1) % DEPTH]);
-            compute(buffer[d], tile_chunk0);
+            compute(buffer[d], part_chunk0 + tile_pos);
           }
-          tile_chunk0 += R::kChunks;
+          tile_pos += R::kChunks;
         }
       }
     }
-    if (active) {
+    if constexpr (SPLIT) combine_parts<NT>(total, part_totals, parts, work.part, warp, lane, active);
+    if (active && work.part == 0) {
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
@@ -223,16 +230,6 @@ int fragments_blocks_per_sm(std::size_t smem) {
   return resident_blocks<qmv_mma_fragments_kernel<BITS, BF16, NT, GROUP>>(kMmaThreads, smem, int(kMmaBlockSmem));
 }
 
-// K values of x staged per block at a time for `count` vectors: the most that fits in
-// kMmaBlockSmem (there is no ring), a multiple of 256 so tiles never split a group or a round,
-// or all of K.
-template <int GROUP>
-int fragments_tile(std::int64_t k, int count) {
-  int tile = 256;
-  while (tile < k && MmaTileLayout(tile + 256, GROUP).bytes(count) <= kMmaBlockSmem) tile += 256;
-  return int(k < tile ? k : tile);
-}
-
 }  // namespace
 
 void launch_qmv_mma_fragments(const QuantizedMatrixView& w, const void* x, std::int64_t m, void* y,
@@ -242,14 +239,25 @@ void launch_qmv_mma_fragments(const QuantizedMatrixView& w, const void* x, std::
   for_each_mma_launch(w, x, m, y, [&]<int BITS, bool BF16, int NT, int GROUP>(MmaParams p, std::int64_t first, std::int64_t passes) {
     const std::int64_t vectors = p.m - first * kPassVectors;
     const int count = int(vectors < kPassVectors ? vectors : kPassVectors);  // passes > 1 are all full
-    p.tile_values = fragments_tile<GROUP>(p.k, count);
-    const std::size_t smem = MmaTileLayout(p.tile_values, GROUP).bytes(count);
+    // Few (task, K part) pairs: blocks of fewer warps with a deeper ring (see kFewTaskDepth).
     const std::int64_t tasks = (p.n + kMmaRows - 1) / kMmaRows;
-    if (tasks <= std::int64_t(kFewTasksPerSm) * sm_count())
-      launch_mma_passes<qmv_mma_fragments_kernel<BITS, BF16, NT, GROUP, kFewTaskWarps, kFewTaskDepth>, kFewTaskWarps>(
-          p, first, passes, smem, stream);
-    else
-      launch_mma_passes<qmv_mma_fragments_kernel<BITS, BF16, NT, GROUP>>(p, first, passes, smem, stream);
+    const bool few = tasks * p.k_parts <= std::int64_t(kFewTasksPerSm) * sm_count();
+    // The x tile: the most that fits in a block's shared memory next to the parts' totals (there
+    // is no ring), whole rounds of every part's segment.
+    constexpr int kRoundValues = mma_layout::round_values(BITS, GROUP);
+    const std::size_t totals = combine_bytes(p.k_parts, few ? kFewTaskWarps : kMmaWarps, NT);
+    p.tile_values = p.k_parts * kRoundValues * mma_sub_rounds<GROUP>(p.k, kRoundValues, p.k_parts, count, kMmaBlockSmem - totals);
+    const std::size_t smem = MmaTileLayout(p.tile_values, GROUP).bytes(count) + totals;
+    auto launch = [&]<bool SPLIT>() {
+      if (few)
+        launch_mma_passes<qmv_mma_fragments_kernel<BITS, BF16, NT, GROUP, kFewTaskWarps, kFewTaskDepth, SPLIT>,
+                          kFewTaskWarps>(p, first, passes, smem, stream);
+      else
+        launch_mma_passes<qmv_mma_fragments_kernel<BITS, BF16, NT, GROUP, kMmaWarps, kDepth, SPLIT>>(p, first, passes, smem,
+                                                                                                 stream);
+    };
+    if (p.k_parts > 1) launch.template operator()<true>();
+    else launch.template operator()<false>();
   });
 }
 
@@ -260,7 +268,9 @@ cuda::KernelResources qmv_mma_fragments_resources(int bits, int vectors) {
     // Group 64, the benchmark's default.
     EXACTQ_CUDA_CHECK(cudaFuncGetAttributes(&a, qmv_mma_fragments_kernel<BITS, true, NT, 64>));
     const int count = NT * 8;
-    blocks = fragments_blocks_per_sm<BITS, true, NT, 64>(MmaTileLayout(fragments_tile<64>(4096, count), 64).bytes(count));
+    constexpr int kRoundValues = mma_layout::round_values(BITS, 64);
+    const int tile = kRoundValues * mma_sub_rounds<64>(4096, kRoundValues, 1, count, kMmaBlockSmem);
+    blocks = fragments_blocks_per_sm<BITS, true, NT, 64>(MmaTileLayout(tile, 64).bytes(count));
   };
   const bool wide = vectors > 8;
   if (bits == 8) wide ? get.template operator()<8, 2>() : get.template operator()<8, 1>();

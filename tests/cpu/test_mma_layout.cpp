@@ -8,12 +8,14 @@
 //    refuse the fragment layout; bad shapes are refused with the offending value.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "common/order.h"
 #include "exactq/mma_layout.h"
 #include "exactq/qmv.h"
 #include "exactq/quantize.h"
@@ -34,6 +36,43 @@ std::uint16_t half_at(const std::vector<std::byte>& params, std::int64_t element
   std::uint16_t h;
   std::memcpy(&h, params.data() + 2 * element, 2);
   return h;
+}
+
+// qmv_mma's K split (order.h): whole, non-empty segments of rounds that cover K in order; a split
+// only where tasks are few, and as deep as the target and the minimum segment allow. Random
+// shapes, every format qmv_mma serves.
+TEST(QmvMmaSplit, SegmentsCoverKInWholeRoundsAndSplitOnlyWhereTasksAreFew) {
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<std::int64_t> n_dist(1, 40000), rounds_dist(1, 200);
+  int split_seen = 0, deepest = 1;
+  for (int trial = 0; trial < 2000; ++trial)
+    for (int bits : {4, 8})
+      for (int group : {32, 64, 128}) {
+        const std::int64_t n = n_dist(rng), rounds = rounds_dist(rng);
+        const std::int64_t k = rounds * mma_layout::round_values(bits, group);
+        const int parts = order::mma_k_parts(n, k, bits, group);
+        SCOPED_TRACE(std::to_string(bits) + "-bit g" + std::to_string(group) + " " + std::to_string(n) + "x" + std::to_string(k) + " parts " + std::to_string(parts));
+        ASSERT_TRUE(parts == 1 || parts == 2 || parts == 4 || parts == 8);
+        const std::int64_t tasks = (n + 15) / 16;
+        auto allowed = [&](int p) { return tasks * (p / 2) < order::kMmaTargetTasks && rounds >= std::int64_t(p) * order::kMmaMinSegmentRounds; };
+        if (parts > 1) {
+          EXPECT_TRUE(allowed(parts));
+          ++split_seen;
+        }
+        if (parts < order::kMmaMaxParts) EXPECT_FALSE(allowed(2 * parts)) << "could split deeper";
+        deepest = std::max(deepest, parts);
+        ASSERT_EQ(order::mma_segment_begin(0, parts, int(rounds)), 0);
+        ASSERT_EQ(order::mma_segment_begin(parts, parts, int(rounds)), rounds);
+        for (int p = 0; p < parts; ++p) {
+          const int length = order::mma_segment_begin(p + 1, parts, int(rounds)) - order::mma_segment_begin(p, parts, int(rounds));
+          EXPECT_GE(length, parts > 1 ? order::kMmaMinSegmentRounds : 1);
+          EXPECT_LE(length, (rounds + parts - 1) / parts);  // balanced: within one round of each other
+        }
+      }
+  EXPECT_GT(split_seen, 0);
+  EXPECT_EQ(deepest, order::kMmaMaxParts);
 }
 
 TEST(MmaLayout, CodesAndParametersLandWhereTheLanesLoadThem) {

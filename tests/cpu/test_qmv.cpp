@@ -486,7 +486,9 @@ TEST(QmvAccuracy, QmvMmaReferenceWithinBoundOfFloat64) {
   for (DType dtype : {DType::bf16, DType::f16})
     for (int bits : {4, 8})
       for (int group : {32, 128}) {
-        const std::int64_t n = 23, k = 1024, m = 2;
+       for (std::int64_t k : {1024, 33 * 256}) {  // K in 1 or 2 segments, then 8 (order.h's split)
+        const std::int64_t n = 23, m = 2;
+        const int parts = 8;  // at most: one more rounding each
         SCOPED_TRACE(cell_name(bits, group, dtype, n, k));
         const QuantizedMatrix w = random_matrix(n, k, bits, group, dtype, rng);
         const Bytes x = random_activations(m, k, dtype, rng);
@@ -498,7 +500,7 @@ TEST(QmvAccuracy, QmvMmaReferenceWithinBoundOfFloat64) {
         for (std::int64_t v = 0; v < m; ++v)
           for (std::int64_t r = 0; r < n; ++r) {
             const Exact e = exact_output(d, r, xf.data() + v * k);
-            const double accumulate = double(k / group + 3) * std::ldexp(1.0, -24) * e.magnitude;
+            const double accumulate = double(k / group + 3 + parts) * std::ldexp(1.0, -24) * e.magnitude;
             const double bound = accumulate + u_out * (std::fabs(e.y) + accumulate) + (dtype == DType::f16 ? std::ldexp(1.0, -25) : 0.0);
             const double got = ref_load(y.data(), std::size_t(v * n + r), dtype);
             violations += std::fabs(got - e.y) > bound;
@@ -506,6 +508,7 @@ TEST(QmvAccuracy, QmvMmaReferenceWithinBoundOfFloat64) {
           }
         EXPECT_EQ(violations, 0);
         EXPECT_GT(no_bias_caught, n);
+       }
       }
   QuantizedMatrix f32 = random_matrix(3, 64, 4, 32, DType::f32, rng);
   const Bytes x32 = random_activations(1, 64, DType::f32, rng);

@@ -195,8 +195,10 @@ TEST(CudaQmvMma, OddGroupCountAtEightBitsGroup128) {
 // The fragment layout's kernel gives the MLX layout's bytes on the shapes that exercise its
 // edges: x restaged in tiles (K = 8192 at M = 16), several trips over the resident warps (more
 // tasks than 16 warps x 132 SMs), padding rows (N not a multiple of 16), an odd group count at
-// 8 bits group 128, and both launch shapes of the fragment kernel (few tasks: 8-warp blocks with
-// a deeper ring; many: 16-warp blocks). qmv, another order, is the negative control.
+// 8 bits group 128, both launch shapes of the fragment kernel (few tasks: 8-warp blocks with a
+// deeper ring; many: 16-warp blocks), and K cut into 8 segments (order.h), equal (35 x 8192) or
+// not (33 rounds), with x restaged per segment at M = 16 (35 x 8448). qmv, another order, is the
+// negative control.
 TEST(CudaQmvMma, FragmentLayoutGivesTheMlxLayoutsBytes) {
   REQUIRE_GPU();
   const std::uint64_t seed = fresh_seed();
@@ -206,7 +208,7 @@ TEST(CudaQmvMma, FragmentLayoutGivesTheMlxLayoutsBytes) {
   for (int bits : {4, 8})
     for (int group : {32, 64, 128})
       for (DType dtype : {DType::bf16, DType::f16})
-        for (Shape s : {Shape{35, 8192}, Shape{34011, 256}, Shape{37, 33 * 128}}) {
+        for (Shape s : {Shape{35, 8192}, Shape{34011, 256}, Shape{37, 33 * 128}, Shape{35, 33 * 256}}) {
           if (s.k % (bits == 4 ? 256 : 128) != 0) continue;  // the MLX-layout kernel's stage
           SCOPED_TRACE(std::to_string(bits) + "-bit g" + std::to_string(group) + " " + std::string(to_string(dtype)) +
                        " " + std::to_string(s.n) + "x" + std::to_string(s.k));

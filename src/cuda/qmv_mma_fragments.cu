@@ -116,20 +116,24 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS == kMmaWarps ? kMmaBlocksPer
     const std::int64_t task = work.first_task + trip * work.task_stride;
     const bool active = warp < p.task_warps && task < tasks;
     // The segment's first round; the fragment layout pads N to whole tasks, so no row is clamped.
+    // Rounds are loaded in increasing order, so a lane's next codes (in uint4s) and parameters (in
+    // 32-bit words of two 16-bit values) are running 32-bit offsets from the arrays' bases (the
+    // launcher checks they fit): two adds per round, where addresses recomputed from the task
+    // cost about 35 integer instructions (ncu, session 9 §4).
     const std::int64_t round0 = task * rounds_total + work.round_begin;
-    const uint4* codes = reinterpret_cast<const uint4*>(p.packed) + round0 * R::kUint4s + lane;
-    const std::int64_t param_first = (round0 * 8 + g) * R::kGroups;  // in words of two 16-bit values
-    const std::uint32_t* scales = static_cast<const std::uint32_t*>(p.scales) + param_first;
-    const std::uint32_t* biases = static_cast<const std::uint32_t*>(p.biases) + param_first;
-    auto load = [&](int j, RoundRegisters<BITS, GROUP>& r) {
-      const uint4* at = codes + std::int64_t(j) * R::kUint4s;
+    std::uint32_t code_next = std::uint32_t(round0 * R::kUint4s) + lane;
+    std::uint32_t param_next = std::uint32_t((round0 * 8 + g) * R::kGroups);
+    auto load = [&](RoundRegisters<BITS, GROUP>& r) {
+      const uint4* at = reinterpret_cast<const uint4*>(p.packed) + code_next;
 #pragma unroll
       for (int piece = 0; piece < R::kPieces; ++piece) {
         r.lo[piece] = __ldcs(at + piece * 32);
         r.hi[piece] = __ldcs(at + (R::kPieces + piece) * 32);
       }
-      load_words<R::kGroups>(scales + std::int64_t(j) * 8 * R::kGroups, r.scales);
-      load_words<R::kGroups>(biases + std::int64_t(j) * 8 * R::kGroups, r.biases);
+      load_words<R::kGroups>(static_cast<const std::uint32_t*>(p.scales) + param_next, r.scales);
+      load_words<R::kGroups>(static_cast<const std::uint32_t*>(p.biases) + param_next, r.biases);
+      code_next += R::kUint4s;
+      param_next += 8 * R::kGroups;
     };
     float total[NT][4];
 #pragma unroll
@@ -191,7 +195,7 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS == kMmaWarps ? kMmaBlocksPer
     RoundRegisters<BITS, GROUP> buffer[DEPTH];
 #pragma unroll
     for (int d = 0; d < DEPTH - 1; ++d)
-      if (d < rounds) load(d, buffer[d]);  // in flight while x is staged
+      if (d < rounds) load(buffer[d]);  // in flight while x is staged
     int tile_pos = 0;  // the step's first chunk within this part's sub-tile of x
     for (int j0 = 0; j0 < work.rounds_max; j0 += DEPTH) {
 #pragma unroll
@@ -204,7 +208,7 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS == kMmaWarps ? kMmaBlocksPer
             stage_mma_x(xs, sums, layout, p, v0, count, parts, rounds_total, 32 * R::kChunks, sub_rounds, j);
           }
           if (j < rounds) {
-            if (j + DEPTH - 1 < rounds) load(j + DEPTH - 1, buffer[(d + DEPTH - 1) % DEPTH]);
+            if (j + DEPTH - 1 < rounds) load(buffer[(d + DEPTH - 1) % DEPTH]);  // round j + DEPTH - 1
             compute(buffer[d], part_chunk0 + tile_pos);
           }
           tile_pos += R::kChunks;
@@ -236,6 +240,12 @@ void launch_qmv_mma_fragments(const QuantizedMatrixView& w, const void* x, std::
                               cudaStream_t stream) {
   check_mma_arguments(w);
   mma_layout::check_shape(w.n, w.k, w.bits, w.group);  // validate() has checked it too
+  // The kernel walks codes in 16-byte pieces and parameters in 4-byte words with 32-bit offsets.
+  const std::int64_t pieces = mma_layout::padded_rows(w.n) * w.k * w.bits / 8 / 16;
+  const std::int64_t param_words = mma_layout::padded_rows(w.n) * (w.k / w.group) / 2;
+  if (pieces >= (std::int64_t(1) << 32) || param_words >= (std::int64_t(1) << 32))
+    throw std::invalid_argument("[exactq] qmv_mma: a fragment-layout matrix of " + std::to_string(pieces * 16) +
+                                " bytes of codes is beyond the kernel's 32-bit offsets (64 GB)");
   for_each_mma_launch(w, x, m, y, [&]<int BITS, bool BF16, int NT, int GROUP>(MmaParams p, std::int64_t first, std::int64_t passes) {
     const std::int64_t vectors = p.m - first * kPassVectors;
     const int count = int(vectors < kPassVectors ? vectors : kPassVectors);  // passes > 1 are all full

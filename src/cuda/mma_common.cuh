@@ -65,16 +65,18 @@ struct MmaWarpWork {
 
 // The staged activations of a block: per vector, the K tile's B fragments, [count][x_stride] x
 // 16 B (a lane's fragment of chunk c is at + 4c + t, so the chunk offsets of a stage are
-// constants), then per vector the group sums, [count][sum_stride] f32. The strides are padded so
-// that the 8 rows of lanes of a fragment read (vectors 64 B apart) and the sums read (vectors
-// 2t, 2t + 1) are conflict-free.
+// constants; x_stride is padded so that the 8 rows of lanes of a fragment read, vectors 64 B
+// apart, are conflict-free), then the group sums group-major, [groups][kSumVectors] f32: lane
+// (g, t) reads the sums of its output columns (vectors 2t, 2t + 1) of one group as one 8-byte
+// word, group by group, so a round's sums need not sit in registers (session 9).
 struct MmaTileLayout {
-  int x_stride;    // uint4s per vector
-  int sum_stride;  // floats per vector
+  static constexpr int kSumVectors = 16;  // a pass; columns past the pass's vectors read 0
+  int x_stride;                           // uint4s per vector
+  int sum_groups;                         // groups of the tile
   EXACTQ_HD MmaTileLayout(int tile_values, int group)
-      : x_stride(tile_values / 32 * 4 + 4), sum_stride((tile_values / group + 15) / 16 * 16 + 4) {}
+      : x_stride(tile_values / 32 * 4 + 4), sum_groups(tile_values / group) {}
   EXACTQ_HD std::size_t x_bytes(int count) const { return std::size_t(count) * x_stride * 16; }
-  EXACTQ_HD std::size_t bytes(int count) const { return x_bytes(count) + std::size_t(count) * sum_stride * 4; }
+  EXACTQ_HD std::size_t bytes(int count) const { return x_bytes(count) + std::size_t(sum_groups) * kSumVectors * 4; }
 };
 
 // A group parameter's 16 raw bits as f32 (exact), with the dtype known at compile time.
@@ -213,7 +215,10 @@ __device__ __forceinline__ void stage_mma_x(uint4* xs, float* sums, const MmaTil
   }
   __syncthreads();
   const int sub_groups = sub_values / p.group, chunks_per_group = p.group / 32;
-  for (int e = threadIdx.x; e < count * parts * sub_groups; e += blockDim.x) {
+  // Sums for the pass's n-tiles' columns: vectors past `count` get 0 (their columns are never
+  // stored, and an mma column depends only on its own column of B).
+  const int columns = count > 8 ? 16 : 8;
+  for (int e = threadIdx.x; e < columns * parts * sub_groups; e += blockDim.x) {
     const int v = e / (parts * sub_groups), qg = e - v * (parts * sub_groups);
     const int q = qg / sub_groups, gi = qg - q * sub_groups;
     std::int64_t first;
@@ -222,15 +227,16 @@ __device__ __forceinline__ void stage_mma_x(uint4* xs, float* sums, const MmaTil
     if (gi * p.group >= values) continue;
     const int g = q * sub_groups + gi;  // the group's place in the tile
     float s = 0.0f;
-    for (int cc = 0; cc < chunks_per_group; ++cc)
+    if (v < count)
+      for (int cc = 0; cc < chunks_per_group; ++cc)
 #pragma unroll
-      for (int t = 0; t < 4; ++t) {
-        const uint4 u = xs[v * layout.x_stride + 4 * (g * chunks_per_group + cc) + t];
-        const unsigned w[4] = {u.x, u.y, u.z, u.w};
+        for (int t = 0; t < 4; ++t) {
+          const uint4 u = xs[v * layout.x_stride + 4 * (g * chunks_per_group + cc) + t];
+          const unsigned w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
-        for (int j = 0; j < 8; ++j) s = __fadd_rn(s, widen_half(j < 4 ? (w[j] & 0xffffu) : (w[j - 4] >> 16), p.dtype));
-      }
-    sums[v * layout.sum_stride + g] = s;
+          for (int j = 0; j < 8; ++j) s = __fadd_rn(s, widen_half(j < 4 ? (w[j] & 0xffffu) : (w[j - 4] >> 16), p.dtype));
+        }
+    sums[g * MmaTileLayout::kSumVectors + v] = s;
   }
   __syncthreads();
 }
@@ -291,33 +297,27 @@ __device__ __forceinline__ void read_words(const void* at, std::uint32_t (&w)[N]
   }
 }
 
-// N consecutive f32 from shared memory (the group sums of a stage), widest loads first.
-template <int N>
-__device__ __forceinline__ void read_floats(const float* at, float (&out)[N]) {
-  std::uint32_t w[N];
-  read_words<N>(at, w);
-#pragma unroll
-  for (int i = 0; i < N; ++i) out[i] = __uint_as_float(w[i]);
-}
-
-// Where lane (g, t) reads B (its vector g of each n-tile) and the group sums of its output
-// columns (vectors 2t, 2t + 1), clamped to the pass's last vector so that the loops have no
-// bounds guards: a column past `count` repeats a real vector and is never stored, and an mma
-// column depends only on its own column of B, so every other column keeps its bits.
+// Where lane (g, t) reads B (its vector g of each n-tile, clamped to the pass's last vector so
+// that the loops have no bounds guards: a column past `count` repeats a real vector and is never
+// stored, and an mma column depends only on its own column of B, so every other column keeps
+// its bits), and the group sums of its output columns (vectors 2t, 2t + 1 of n-tile nt: the
+// 8-byte word at fold + group * kSumVectors + 8 nt; `group_sums`).
 template <int NT>
 struct MmaLaneReads {
   const uint4* b[NT];
-  const float* fold[NT][2];
+  const float* fold;
   __device__ __forceinline__ MmaLaneReads(const uint4* xs, const float* sums, const MmaTileLayout& layout, int count,
-                                          int g, int t) {
+                                          int g, int t)
+      : fold(sums + 2 * t) {
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      b[nt] = xs + min(nt * 8 + g, count - 1) * layout.x_stride + t;
-      fold[nt][0] = sums + min(nt * 8 + 2 * t, count - 1) * layout.sum_stride;
-      fold[nt][1] = sums + min(nt * 8 + 2 * t + 1, count - 1) * layout.sum_stride;
-    }
+    for (int nt = 0; nt < NT; ++nt) b[nt] = xs + min(nt * 8 + g, count - 1) * layout.x_stride + t;
   }
 };
+
+// The sums S_g of a lane's two output columns of n-tile nt, for the tile's group `group`.
+__device__ __forceinline__ float2 group_sums(const float* fold, int group, int nt) {
+  return *reinterpret_cast<const float2*>(fold + group * MmaTileLayout::kSumVectors + 8 * nt);
+}
 
 // ---- host side, shared by both kernels' launchers ------------------------------------------
 

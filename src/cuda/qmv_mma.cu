@@ -125,13 +125,9 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerSm) qmv_mma_kernel(c
   // The vectors this lane reads for B and for the folds, clamped as MmaLaneReads explains. Kept
   // inline here: through the struct this kernel compiles differently (not yet measured).
   const uint4* b_lane[NT];
-  const float* fold_lane[NT][2];
+  const float* const fold_lane = sums + 2 * t;  // group_sums()
 #pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    b_lane[nt] = xs + min(nt * 8 + g, count - 1) * layout.x_stride + t;
-    fold_lane[nt][0] = sums + min(nt * 8 + 2 * t, count - 1) * layout.sum_stride;
-    fold_lane[nt][1] = sums + min(nt * 8 + 2 * t + 1, count - 1) * layout.sum_stride;
-  }
+  for (int nt = 0; nt < NT; ++nt) b_lane[nt] = xs + min(nt * 8 + g, count - 1) * layout.x_stride + t;
   // Where this lane reads in a stage: its words of rows g and g + 8, and those rows' parameters.
   const int words_lo = g * Stage::kRowStride + t * BITS, words_hi = words_lo + 8 * Stage::kRowStride;
   const int params_lo = Stage::kCodeBytes + g * Stage::kParamBytes, params_hi = params_lo + 8 * Stage::kParamBytes;
@@ -223,12 +219,6 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerSm) qmv_mma_kernel(c
       read_params<BITS, GROUP, BF16>(slot + params_hi, odd_hi, s_hi);
       read_params<BITS, GROUP, BF16>(slot + params_hi + kBiasesAt, odd_hi, b_hi);
       const int group0 = tile_chunk0 / kCpg;  // the stage's first group within the staged tile
-      float sum_a[NT][kGps], sum_b[NT][kGps];
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        read_floats<kGps>(fold_lane[nt][0] + group0, sum_a[nt]);
-        read_floats<kGps>(fold_lane[nt][1] + group0, sum_b[nt]);
-      }
       float acc[NT][4];
 #pragma unroll
       for (int j = 0; j < kCps; ++j) {
@@ -252,10 +242,11 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerSm) qmv_mma_kernel(c
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) {
             // acc: [0] (row g, vector 2t), [1] (g, 2t+1), [2] (g+8, 2t), [3] (g+8, 2t+1)
-            total[nt][0] = __fmaf_rn(s_lo[i], acc[nt][0], __fmaf_rn(b_lo[i], sum_a[nt][i], total[nt][0]));
-            total[nt][1] = __fmaf_rn(s_lo[i], acc[nt][1], __fmaf_rn(b_lo[i], sum_b[nt][i], total[nt][1]));
-            total[nt][2] = __fmaf_rn(s_hi[i], acc[nt][2], __fmaf_rn(b_hi[i], sum_a[nt][i], total[nt][2]));
-            total[nt][3] = __fmaf_rn(s_hi[i], acc[nt][3], __fmaf_rn(b_hi[i], sum_b[nt][i], total[nt][3]));
+            const float2 sum = group_sums(fold_lane, group0 + i, nt);
+            total[nt][0] = __fmaf_rn(s_lo[i], acc[nt][0], __fmaf_rn(b_lo[i], sum.x, total[nt][0]));
+            total[nt][1] = __fmaf_rn(s_lo[i], acc[nt][1], __fmaf_rn(b_lo[i], sum.y, total[nt][1]));
+            total[nt][2] = __fmaf_rn(s_hi[i], acc[nt][2], __fmaf_rn(b_hi[i], sum.x, total[nt][2]));
+            total[nt][3] = __fmaf_rn(s_hi[i], acc[nt][3], __fmaf_rn(b_hi[i], sum.y, total[nt][3]));
           }
         }
       }

@@ -151,12 +151,6 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS == kMmaWarps ? kMmaBlocksPer
         w_hi[4 * piece + 2] = r.hi[piece].z, w_hi[4 * piece + 3] = r.hi[piece].w;
       }
       const int group0 = tile_chunk0 / kCpg;  // the round's first group within the staged tile
-      float sum_a[NT][R::kGroups], sum_b[NT][R::kGroups];
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        read_floats<R::kGroups>(fold_lane[nt][0] + group0, sum_a[nt]);
-        read_floats<R::kGroups>(fold_lane[nt][1] + group0, sum_b[nt]);
-      }
       float acc[NT][4];
 #pragma unroll
       for (int j = 0; j < R::kChunks; ++j) {
@@ -178,10 +172,11 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS == kMmaWarps ? kMmaBlocksPer
           const float b_lo = widen_param<BF16>(r.biases[i] & 0xffffu), b_hi = widen_param<BF16>(r.biases[i] >> 16);
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) {
-            total[nt][0] = __fmaf_rn(s_lo, acc[nt][0], __fmaf_rn(b_lo, sum_a[nt][i], total[nt][0]));
-            total[nt][1] = __fmaf_rn(s_lo, acc[nt][1], __fmaf_rn(b_lo, sum_b[nt][i], total[nt][1]));
-            total[nt][2] = __fmaf_rn(s_hi, acc[nt][2], __fmaf_rn(b_hi, sum_a[nt][i], total[nt][2]));
-            total[nt][3] = __fmaf_rn(s_hi, acc[nt][3], __fmaf_rn(b_hi, sum_b[nt][i], total[nt][3]));
+            const float2 sum = group_sums(fold_lane, group0 + i, nt);  // vectors 2t (x), 2t + 1 (y)
+            total[nt][0] = __fmaf_rn(s_lo, acc[nt][0], __fmaf_rn(b_lo, sum.x, total[nt][0]));
+            total[nt][1] = __fmaf_rn(s_lo, acc[nt][1], __fmaf_rn(b_lo, sum.y, total[nt][1]));
+            total[nt][2] = __fmaf_rn(s_hi, acc[nt][2], __fmaf_rn(b_hi, sum.x, total[nt][2]));
+            total[nt][3] = __fmaf_rn(s_hi, acc[nt][3], __fmaf_rn(b_hi, sum.y, total[nt][3]));
           }
         }
       }

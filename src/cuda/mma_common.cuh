@@ -51,8 +51,13 @@ struct MmaWarpWork {
   int part, round_begin, rounds;  // this warp's segment: rounds [round_begin, round_begin + rounds)
   int rounds_max;                 // the longest segment: every warp walks as many steps (barriers)
   std::int64_t first_task, task_stride, trips;
+  // The x tile (p.tile_values) holds sub_rounds rounds of every part's segment, restaged every
+  // sub_chunks chunks if it does not hold them all; this warp's sub-tile starts at part_chunk0.
+  int sub_rounds, sub_chunks, part_chunk0;
+  bool restage;
   // parts: p.k_parts, or a compile-time 1 in the kernels built without the split.
-  __device__ __forceinline__ MmaWarpWork(const MmaParams& p, int parts, int warp, int rounds_total, std::int64_t tasks) {
+  __device__ __forceinline__ MmaWarpWork(const MmaParams& p, int parts, int warp, int rounds_total, int round_chunks,
+                                         std::int64_t tasks) {
     part = warp % parts;
     round_begin = order::mma_segment_begin(part, parts, rounds_total);
     rounds = order::mma_segment_begin(part + 1, parts, rounds_total) - round_begin;
@@ -60,6 +65,10 @@ struct MmaWarpWork {
     task_stride = std::int64_t(gridDim.x) * (p.task_warps / parts);
     trips = (tasks + task_stride - 1) / task_stride;
     first_task = std::int64_t(warp / parts) * gridDim.x + blockIdx.x;
+    sub_rounds = p.tile_values / (parts * 32 * round_chunks);
+    sub_chunks = sub_rounds * round_chunks;
+    part_chunk0 = part * sub_chunks;
+    restage = rounds_max > sub_rounds;
   }
 };
 

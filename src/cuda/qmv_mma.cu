@@ -115,11 +115,7 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerSm) qmv_mma_kernel(c
   const int stages_total = int(p.k / (32 * kCps));  // K is a multiple of the stage (the launcher checks)
   const std::int64_t tasks = (p.n + kMmaRows - 1) / kMmaRows;
   const int parts = SPLIT ? p.k_parts : 1;
-  const MmaWarpWork work(p, parts, warp, stages_total, tasks);  // a stage is a round of order.h's K split
-  // The x tile holds sub_rounds stages of every part's segment; this warp's start at part_chunk0.
-  const int sub_rounds = p.tile_values / (parts * 32 * kCps);
-  const int sub_chunks = sub_rounds * kCps, part_chunk0 = work.part * sub_chunks;
-  const bool restage = work.rounds_max > sub_rounds;
+  const MmaWarpWork work(p, parts, warp, stages_total, kCps, tasks);  // a stage is a round of order.h's K split
   float* part_totals = reinterpret_cast<float*>(reinterpret_cast<std::uint8_t*>(mma_shared) + layout.bytes(count) +
                                                 mma_ring_bytes<BITS, GROUP>());
   // The vectors this lane reads for B and for the folds, clamped as MmaLaneReads explains. Kept
@@ -195,12 +191,12 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerSm) qmv_mma_kernel(c
     // restaging are reached by all); a warp computes only its segment's stages.
     int read_slot = 0, tile_pos = 0;
     for (int st = 0; st < work.rounds_max; ++st, tile_pos += kCps) {
-      if (tile_pos == sub_chunks) tile_pos = 0;
-      if (tile_pos == 0 && (restage || trip == 0)) {
+      if (tile_pos == work.sub_chunks) tile_pos = 0;
+      if (tile_pos == 0 && (work.restage || trip == 0)) {
         __syncthreads();
-        stage_mma_x(xs, sums, layout, p, v0, count, parts, stages_total, 32 * kCps, sub_rounds, st);
+        stage_mma_x(xs, sums, layout, p, v0, count, parts, stages_total, 32 * kCps, work.sub_rounds, st);
       }
-      const int tile_chunk0 = part_chunk0 + tile_pos;
+      const int tile_chunk0 = work.part_chunk0 + tile_pos;
       // A warp without a task (beyond task_warps, or past the last task) only helps stage x: it
       // skips the stage's work, which it would otherwise spend issue slots on next to the warps
       // that have tasks (a down projection runs 2 task warps per SM); so does a part whose

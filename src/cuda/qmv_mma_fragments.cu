@@ -102,11 +102,7 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS == kMmaWarps ? kMmaBlocksPer
   const int rounds_total = int(p.k / (32 * R::kChunks));  // K is a multiple of the round (the launcher checks)
   const std::int64_t tasks = (p.n + kMmaRows - 1) / kMmaRows;
   const int parts = SPLIT ? p.k_parts : 1;
-  const MmaWarpWork work(p, parts, warp, rounds_total, tasks);
-  // The x tile holds sub_rounds rounds of every part's segment; this warp's start at part_chunk0.
-  const int sub_rounds = p.tile_values / (parts * 32 * R::kChunks);
-  const int sub_chunks = sub_rounds * R::kChunks, part_chunk0 = work.part * sub_chunks;
-  const bool restage = work.rounds_max > sub_rounds;
+  const MmaWarpWork work(p, parts, warp, rounds_total, R::kChunks, tasks);
   float* part_totals = reinterpret_cast<float*>(reinterpret_cast<std::uint8_t*>(xs) + layout.bytes(count));
   const MmaLaneReads<NT> lane_reads(xs, sums, layout, count, g, t);
   const auto& b_lane = lane_reads.b;
@@ -197,14 +193,14 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS == kMmaWarps ? kMmaBlocksPer
       for (int d = 0; d < DEPTH; ++d) {
         const int j = j0 + d;
         if (j < work.rounds_max) {  // the same for every warp: the barriers below are reached by all
-          if (tile_pos == sub_chunks) tile_pos = 0;
-          if (tile_pos == 0 && (restage || trip == 0)) {
+          if (tile_pos == work.sub_chunks) tile_pos = 0;
+          if (tile_pos == 0 && (work.restage || trip == 0)) {
             __syncthreads();  // everyone is done with the previous tile
-            stage_mma_x(xs, sums, layout, p, v0, count, parts, rounds_total, 32 * R::kChunks, sub_rounds, j);
+            stage_mma_x(xs, sums, layout, p, v0, count, parts, rounds_total, 32 * R::kChunks, work.sub_rounds, j);
           }
           if (j < rounds) {
             if (j + DEPTH - 1 < rounds) load(buffer[(d + DEPTH - 1) % DEPTH]);  // round j + DEPTH - 1
-            compute(buffer[d], part_chunk0 + tile_pos);
+            compute(buffer[d], work.part_chunk0 + tile_pos);
           }
           tile_pos += R::kChunks;
         }

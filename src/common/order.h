@@ -159,14 +159,13 @@ EXACTQ_HD int wide_vectors_per_tile(long long m) {
   return int((m + tiles - 1) / tiles);
 }
 
-
 // ---- qmv_mma --------------------------------------------------------------------------------
-// Per row and vector, groups fold in increasing g: total = fma(scale_g, acc_g, fma(bias_g, S_g,
-// total)), acc_g from the tensor cores (their order, not mirrored). Where a matrix has few 16-row
-// tasks, K is cut into `mma_k_parts` segments of whole rounds (mma_layout.h: 128 bytes per row) (balanced: segment p is
-// rounds [p R / P, (p + 1) R / P)), each segment's fold starts from +0, and the segment totals are
-// added in increasing p: y = T(((t_0 + t_1) + t_2) + ...). The cut depends on N, K and bits only
-// (never on M, never on the device), so every vector's bits stay the same at every M.
+// Per row and vector, groups fold in increasing g (mma_fold), acc_g from the tensor cores (their
+// order, not mirrored). Where a matrix has few 16-row tasks, K is cut into `mma_k_parts` segments
+// of whole rounds (mma_layout.h: 128 bytes of a row), balanced: segment p is rounds
+// [p R / P, (p + 1) R / P). Each segment's fold starts from +0, and the segment totals are added
+// in increasing p: y = T(((t_0 + t_1) + t_2) + ...). The cut depends on N, K and bits only (never
+// on M, never on the device), so every vector's bits stay the same at every M.
 inline constexpr int kMmaMaxParts = 8;
 inline constexpr long long kMmaTargetTasks = 1024;  // enough (task, segment) pairs to fill an H200
 inline constexpr int kMmaMinSegmentRounds = 4;      // 512 bytes of each row: a warp's run stays streaming

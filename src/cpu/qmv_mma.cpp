@@ -44,8 +44,7 @@ void qmv_mma_reference(const QuantizedMatrixView& w, const Activations& x, std::
           }
           y_total = part == 0 ? total : order::mma_segment_add(y_total, total);
         }
-        const float total = y_total;
-        store_f32(y.data(), std::size_t(v * w.n + n), w.dtype, total);
+        store_f32(y.data(), std::size_t(v * w.n + n), w.dtype, y_total);
       }
     }
   });

@@ -239,10 +239,10 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerSm) qmv_mma_kernel(c
           for (int nt = 0; nt < NT; ++nt) {
             // acc: [0] (row g, vector 2t), [1] (g, 2t+1), [2] (g+8, 2t), [3] (g+8, 2t+1)
             const float2 sum = group_sums(fold_lane, group0 + i, nt);
-            total[nt][0] = __fmaf_rn(s_lo[i], acc[nt][0], __fmaf_rn(b_lo[i], sum.x, total[nt][0]));
-            total[nt][1] = __fmaf_rn(s_lo[i], acc[nt][1], __fmaf_rn(b_lo[i], sum.y, total[nt][1]));
-            total[nt][2] = __fmaf_rn(s_hi[i], acc[nt][2], __fmaf_rn(b_hi[i], sum.x, total[nt][2]));
-            total[nt][3] = __fmaf_rn(s_hi[i], acc[nt][3], __fmaf_rn(b_hi[i], sum.y, total[nt][3]));
+            total[nt][0] = order::mma_fold(total[nt][0], s_lo[i], acc[nt][0], b_lo[i], sum.x);
+            total[nt][1] = order::mma_fold(total[nt][1], s_lo[i], acc[nt][1], b_lo[i], sum.y);
+            total[nt][2] = order::mma_fold(total[nt][2], s_hi[i], acc[nt][2], b_hi[i], sum.x);
+            total[nt][3] = order::mma_fold(total[nt][3], s_hi[i], acc[nt][3], b_hi[i], sum.y);
           }
         }
       }

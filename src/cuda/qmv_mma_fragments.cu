@@ -169,10 +169,10 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS == kMmaWarps ? kMmaBlocksPer
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) {
             const float2 sum = group_sums(fold_lane, group0 + i, nt);  // vectors 2t (x), 2t + 1 (y)
-            total[nt][0] = __fmaf_rn(s_lo, acc[nt][0], __fmaf_rn(b_lo, sum.x, total[nt][0]));
-            total[nt][1] = __fmaf_rn(s_lo, acc[nt][1], __fmaf_rn(b_lo, sum.y, total[nt][1]));
-            total[nt][2] = __fmaf_rn(s_hi, acc[nt][2], __fmaf_rn(b_hi, sum.x, total[nt][2]));
-            total[nt][3] = __fmaf_rn(s_hi, acc[nt][3], __fmaf_rn(b_hi, sum.y, total[nt][3]));
+            total[nt][0] = order::mma_fold(total[nt][0], s_lo, acc[nt][0], b_lo, sum.x);
+            total[nt][1] = order::mma_fold(total[nt][1], s_lo, acc[nt][1], b_lo, sum.y);
+            total[nt][2] = order::mma_fold(total[nt][2], s_hi, acc[nt][2], b_hi, sum.x);
+            total[nt][3] = order::mma_fold(total[nt][3], s_hi, acc[nt][3], b_hi, sum.y);
           }
         }
       }

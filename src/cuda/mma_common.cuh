@@ -110,6 +110,13 @@ __device__ __forceinline__ std::uint32_t exact_pair(std::uint32_t magic_or_codes
   }
 }
 
+// Two f16 codes from halves that hold 1024 + 16 c (a code masked in place at bits 4-7): exactly c.
+__device__ __forceinline__ std::uint32_t sixteenths_pair(std::uint32_t magic_or_codes) {
+  const __half2 v = *reinterpret_cast<const __half2*>(&magic_or_codes);
+  const __half2 r = __hfma2(v, __floats2half2_rn(0.0625f, 0.0625f), __floats2half2_rn(-64.0f, -64.0f));
+  return *reinterpret_cast<const std::uint32_t*>(&r);
+}
+
 // (x & MASK) | MAGIC in one LOP3; left to itself the compiler emits an AND and an OR (LOP3 takes
 // one immediate).
 template <std::uint32_t MASK, std::uint32_t MAGIC>
@@ -123,14 +130,21 @@ __device__ __forceinline__ std::uint32_t and_or(std::uint32_t x) {
 // pairs (c0,c4), (c1,c5), (c2,c6), (c3,c7) of codes c0..c7 = 8t .. 8t+7.
 template <int BITS, bool BF16>
 __device__ __forceinline__ void codes_to_pairs(const std::uint32_t* w, std::uint32_t (&pair)[4]) {
-  if constexpr (BITS == 4) {
+  if constexpr (BITS == 4 && BF16) {
     // Word w[0] holds c_i at bits 4i. (w >> 4i) & 0x000F000F puts c_i and c_{i+4} in the halves.
-    constexpr std::uint32_t kMagic = BF16 ? 0x43004300u : 0x64006400u;
+    // bf16 has 7 mantissa bits, so a code must sit at bits 0-3 of its half: one shift per pair.
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const std::uint32_t magic_or_codes = and_or<0x000F000Fu, kMagic>(w[0] >> (4 * i));
-      pair[i] = exact_pair<BF16>(magic_or_codes);
-    }
+    for (int i = 0; i < 4; ++i) pair[i] = exact_pair<true>(and_or<0x000F000Fu, 0x43004300u>(w[0] >> (4 * i)));
+  } else if constexpr (BITS == 4) {
+    // f16 has 10 mantissa bits, so codes at bits 4-7 of a half can stay in place: 1024 + 16 c is
+    // exact, and fma(1024 + 16 c, 1/16, -64) = c with one rounding of an exact value. So pairs 0
+    // and 1 come from w itself and pairs 2 and 3 from w >> 8: one shift per word, not three. The
+    // pairs are the same values, so the bits are too.
+    const std::uint32_t w8 = w[0] >> 8;
+    pair[0] = exact_pair<false>(and_or<0x000F000Fu, 0x64006400u>(w[0]));
+    pair[1] = sixteenths_pair(and_or<0x00F000F0u, 0x64006400u>(w[0]));
+    pair[2] = exact_pair<false>(and_or<0x000F000Fu, 0x64006400u>(w8));
+    pair[3] = sixteenths_pair(and_or<0x00F000F0u, 0x64006400u>(w8));
   } else {
     static_assert(BITS == 8);
     // w[0] holds c0..c3 and w[1] holds c4..c7, one byte each.

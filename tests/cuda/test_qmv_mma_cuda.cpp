@@ -121,7 +121,10 @@ TEST(CudaQmvMma, BitwiseWidthInvariantUpTo64WithNegativeControl) {
 }
 
 // Error against float64 from the stored (dtype) scales, biases and codes, relative to the
-// magnitude sum |x| (|s| q + |b|); qmv measured alongside. Also the CPU reference within tolerance.
+// magnitude sum |x| (|s| q + |b|), and the count of outputs that are not float64's value correctly
+// rounded; qmv measured alongside. qmv_mma reads the fragment layout (the default; the MLX
+// layout gives the same bytes: FragmentLayoutGivesTheMlxLayoutsBytes). Also the CPU reference
+// within tolerance.
 TEST(CudaQmvMma, AccuracyAgainstFloat64AndCpuReference) {
   REQUIRE_GPU();
   const std::uint64_t seed = fresh_seed();

@@ -369,6 +369,10 @@ __device__ void stage_digits_fast(unsigned char* digit_bytes, float4* facts, con
 }
 
 template <int ROWS>
+__device__ __forceinline__ void int_rows_compute(const std::uint32_t (&w)[ROWS][kBits], const uint2 (&params)[ROWS],
+                                                 unsigned selector, const unsigned (&dw)[24], const float4 f,
+                                                 float (&total)[ROWS]);
+template <int ROWS>
 __device__ __forceinline__ void int_rows_step(const std::uint32_t (&w)[ROWS][kBits], const uint2 (&params)[ROWS],
                                               unsigned selector, const uint4* digits, const float4* facts, int c,
                                               float (&total)[ROWS]) {
@@ -378,7 +382,13 @@ __device__ __forceinline__ void int_rows_step(const std::uint32_t (&w)[ROWS][kBi
     const uint4 v = digits[digit_index(c, q)];
     dw[4 * q] = v.x, dw[4 * q + 1] = v.y, dw[4 * q + 2] = v.z, dw[4 * q + 3] = v.w;
   }
-  const float4 f = facts[c];  // {S, 2^(E-148)}
+  int_rows_compute<ROWS>(w, params, selector, dw, facts[c], total);
+}
+// f = {S, 2^(E-148)}
+template <int ROWS>
+__device__ __forceinline__ void int_rows_compute(const std::uint32_t (&w)[ROWS][kBits], const uint2 (&params)[ROWS],
+                                                 unsigned selector, const unsigned (&dw)[24], const float4 f,
+                                                 float (&total)[ROWS]) {
 #pragma unroll
   for (int r = 0; r < ROWS; ++r) {
     int lo[3] = {0, 0, 0}, hi[3] = {0, 0, 0};
@@ -533,6 +543,189 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 32, CONSUMERS * ROWS <= 16 ?
   wait_async_copies<0>();
 }
 
+
+// ---- the integer contract with x prepared once (session 11, third cut) ----
+// ncu on qmv_int_kernel: the consumers wait at the full barrier (long scoreboard on the
+// try_wait branches, 22 % of samples) and the per-block staging of x is latency-bound. So x's
+// digits are prepared once per launch by a small kernel, laid out round by round exactly as a
+// stage wants them, and ride the ring with the weights (one bulk copy of 3.5 KB per stage): no
+// staging, and shared memory no longer grows with K, which leaves room for deeper rings.
+constexpr int kRoundDigitBytes = 6 * 32 * 16 + 32 * 16;  // 6 digit uint4 and a facts float4 per lane
+
+// A warp per chunk: lane i takes value i. Writes round c/32, lane c%32 of the digit buffer.
+__global__ void prep_digits_kernel(const std::uint16_t* x, int k, unsigned char* out) {
+  const int lane = threadIdx.x % 32;
+  const int c = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  if (c >= k / 32) return;
+  const float v = bf16_to_f32(x[c * 32 + lane]);
+  const int e = int_exponent(__reduce_max_sync(0xffffffffu, bits_from_float(v) & 0x7fffffffu));
+  const int big = to_int_rn(int_scaled(v, e));
+  const int d0 = int(std::int8_t(big & 0xff));
+  const int d1 = int(std::int8_t(((big - d0) >> 8) & 0xff));
+  const int d2 = (big - d0 - 256 * d1) >> 16;
+  const int digits[3] = {d0, d1, d2};
+  const int j = lane / 8, h = lane % 2, b = (lane % 8) / 2;
+  unsigned char* round = out + std::size_t(c / 32) * kRoundDigitBytes;
+#pragma unroll
+  for (int d = 0; d < 3; ++d) {
+    const int p = digit_word(j, h, d);
+    round[((p / 4) * 32 + c % 32) * 16 + (p % 4) * 4 + b] = std::uint8_t(digits[d] & 0xff);
+  }
+  float sum = 0.0f;  // S in order: lane 0 walks the values
+  for (int i = 0; i < 32; ++i) {
+    const float xi = __shfl_sync(0xffffffffu, v, i);
+    sum = order::sum_step(sum, xi);
+  }
+  if (lane == 0)
+    reinterpret_cast<float4*>(round + 6 * 32 * 16)[c % 32] = make_float4(sum, int_unscale(e), 0.0f, 0.0f);
+}
+
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes, std::uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   smem_u32(dst)),
+               "l"(src), "r"(bytes), "r"(smem_u32(bar))
+               : "memory");
+}
+
+template <int STAGES, int CONSUMERS, int ROWS>
+constexpr std::size_t ring_shared_bytes() {
+  return std::size_t(STAGES) * (CONSUMERS * ROWS * kRoundBytes + kRoundDigitBytes) +
+         std::size_t(CONSUMERS) * STAGES * kParamSlotBytes<ROWS> + 16 * 2 * STAGES;
+}
+
+template <int STAGES, int CONSUMERS, int ROWS>
+__global__ void __launch_bounds__((CONSUMERS + 1) * 32, CONSUMERS * ROWS <= 16 ? 3 : (CONSUMERS * ROWS <= 32 ? 2 : 1))
+    qmv_ring_kernel(const __grid_constant__ CUtensorMap weights, const TmaArgs a, const unsigned char* prepared) {
+  extern __shared__ __align__(1024) unsigned char smem[];
+  constexpr int kBlockRows = CONSUMERS * ROWS;
+  constexpr unsigned kWeightBytes = kBlockRows * kRoundBytes;
+  constexpr unsigned kStageBytes = kWeightBytes + kRoundDigitBytes;
+  constexpr int kRingBytes = STAGES * kStageBytes;
+  constexpr int kParamRingBytes = CONSUMERS * STAGES * kParamSlotBytes<ROWS>;
+  std::uint64_t* full = reinterpret_cast<std::uint64_t*>(smem + kRingBytes + kParamRingBytes);
+  std::uint64_t* empty = full + STAGES;
+  const int chunks = a.k / 32, rounds = (chunks + 31) / 32, groups = a.k / kGroup;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int block_tasks = (a.n + kBlockRows - 1) / kBlockRows;
+  const int my_tasks = blockIdx.x < block_tasks ? (block_tasks - 1 - blockIdx.x) / gridDim.x + 1 : 0;
+  const int steps = my_tasks * rounds;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) bar_init(&full[s], 1), bar_init(&empty[s], CONSUMERS);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  if (warp == CONSUMERS) {
+    if (lane == 0) {
+      int p_task = blockIdx.x, p_round = 0, p_slot = 0;
+      unsigned p_phase = 0;
+      for (int p_step = 0; p_step < steps; ++p_step) {
+        bar_wait(&empty[p_slot], p_phase ^ 1);
+        bar_expect(&full[p_slot], kStageBytes);
+        unsigned char* stage = smem + p_slot * kStageBytes;
+        tma_load_2d(stage, &weights, p_round * (kRoundBytes / 4), p_task * kBlockRows, &full[p_slot]);
+        bulk_load(stage + kWeightBytes, prepared + std::size_t(p_round) * kRoundDigitBytes, kRoundDigitBytes, &full[p_slot]);
+        if (++p_round == rounds) p_round = 0, p_task += gridDim.x;
+        if (++p_slot == STAGES) p_slot = 0, p_phase ^= 1;
+      }
+    }
+    return;
+  }
+
+  constexpr int kCopies = ROWS * 2 * kParamWords / 32;
+  unsigned char* my_params = smem + kRingBytes + warp * STAGES * kParamSlotBytes<ROWS>;
+  int copy_dst[kCopies];
+  int copy_array[kCopies], copy_row[kCopies];
+  const int copy_word = lane % kParamWords;
+#pragma unroll
+  for (int m = 0; m < kCopies; ++m) {
+    const int i = lane + 32 * m;
+    copy_array[m] = i / (ROWS * kParamWords);
+    copy_row[m] = (i / kParamWords) % ROWS;
+    copy_dst[m] = ((copy_row[m] * kParamWords + copy_word) * 2 + copy_array[m]) * 4;
+  }
+  const std::uint16_t* copy_src[kCopies];
+  int q_step = 0, q_task = blockIdx.x, q_round = 0, q_slot = 0;
+  auto aim_copies = [&]() {
+#pragma unroll
+    for (int m = 0; m < kCopies; ++m) {
+      int row = q_task * kBlockRows + warp * ROWS + copy_row[m];
+      row = row < a.n ? row : a.n - 1;
+      copy_src[m] = (copy_array[m] == 0 ? a.scales : a.biases) + std::size_t(row) * groups + 2 * copy_word;
+    }
+  };
+  aim_copies();
+  auto issue_params = [&]() {
+    const int g = q_round * kRoundGroups + 2 * copy_word;
+    const bool live = q_step < steps && g < groups;
+    unsigned char* slot = my_params + q_slot * kParamSlotBytes<ROWS>;
+#pragma unroll
+    for (int m = 0; m < kCopies; ++m) copy_async_if<4>(live, slot + copy_dst[m], copy_src[m] + q_round * kRoundGroups);
+    commit_async_copies();
+    ++q_step;
+    if (++q_slot == STAGES) q_slot = 0;
+    if (++q_round == rounds) q_round = 0, q_task += gridDim.x, aim_copies();
+  };
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) issue_params();
+
+  const unsigned selector = (lane / 2) % 2 ? 0x3244u : 0x1044u;
+  float total[ROWS];
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r) total[r] = 0.0f;
+  int task = blockIdx.x, round = 0;
+  unsigned phase = 0;
+  for (int j0 = 0; j0 < steps; j0 += STAGES, phase ^= 1) {
+#pragma unroll
+    for (int slot = 0; slot < STAGES; ++slot) {
+      if (j0 + slot >= steps) break;
+      __syncwarp();
+      issue_params();
+      wait_async_copies<STAGES - 1>();
+      __syncwarp();
+      bar_wait(&full[slot], phase);
+      const unsigned char* stage = smem + slot * kStageBytes;
+      std::uint32_t w[ROWS][kBits];
+#pragma unroll
+      for (int r = 0; r < ROWS; ++r) {
+        const uint4 v = *reinterpret_cast<const uint4*>(stage + (warp * ROWS + r) * kRoundBytes + lane * 16);
+        w[r][0] = v.x, w[r][1] = v.y, w[r][2] = v.z, w[r][3] = v.w;
+      }
+      uint2 params[ROWS];
+      const unsigned char* ps = my_params + slot * kParamSlotBytes<ROWS>;
+#pragma unroll
+      for (int r = 0; r < ROWS; ++r) params[r] = *reinterpret_cast<const uint2*>(ps + (r * kParamWords + lane / 4) * 8);
+      const uint4* digits = reinterpret_cast<const uint4*>(stage + kWeightBytes);
+      unsigned dw[24];
+#pragma unroll
+      for (int q = 0; q < 6; ++q) {
+        const uint4 v = digits[q * 32 + lane];
+        dw[4 * q] = v.x, dw[4 * q + 1] = v.y, dw[4 * q + 2] = v.z, dw[4 * q + 3] = v.w;
+      }
+      const float4 f = reinterpret_cast<const float4*>(digits + 6 * 32)[lane];
+      __syncwarp();
+      if (lane == 0) bar_arrive(&empty[slot]);
+      const int c = lane + 32 * round;
+      if (c < chunks) int_rows_compute<ROWS>(w, params, selector, dw, f, total);
+      if (++round == rounds) {
+        round = 0;
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r) {
+          float t = total[r];
+#pragma unroll
+          for (int step = 0; step < order::kButterflySteps; ++step)
+            t = order::butterfly_step(t, __shfl_xor_sync(0xffffffffu, t, order::butterfly_mask(step)));
+          const int row = task * kBlockRows + warp * ROWS + r;
+          if (lane == 0 && row < a.n) store_f32(a.y, std::size_t(row), DType::bf16, t);
+          total[r] = 0.0f;
+        }
+        task += gridDim.x;
+      }
+    }
+  }
+  wait_async_copies<0>();
+}
+
 // ---- host ----
 static PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
   static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
@@ -612,6 +805,39 @@ float time_int(const std::vector<Copy>& copies, Shape s, const void* x, void* y,
   auto launch = [&](int i) {
     TmaArgs a{copies[i].scales, copies[i].biases, x, y, s.n, s.k, sink};
     kernel<<<grid, (CONSUMERS + 1) * 32, smem>>>(maps[i], a);
+  };
+  if (once) {
+    launch(0);
+    PROTOTYPE_CHECK(cudaGetLastError());
+    PROTOTYPE_CHECK(cudaDeviceSynchronize());
+    return 0.0f;
+  }
+  return median_launch_us(launch, int(copies.size()));
+}
+
+// prepared: a buffer of rounds * kRoundDigitBytes (zeroed once); with `with_prep`, each launch is
+// the prep kernel and the main kernel, as a library call would be.
+template <int STAGES, int CONSUMERS, int ROWS>
+float time_ring(const std::vector<Copy>& copies, Shape s, const void* x, void* y, unsigned* sink, unsigned char* prepared,
+                bool with_prep, bool once = false) {
+  auto kernel = qmv_ring_kernel<STAGES, CONSUMERS, ROWS>;
+  constexpr std::size_t smem = ring_shared_bytes<STAGES, CONSUMERS, ROWS>();
+  if (smem > 227 * 1024) return -1.0f;
+  PROTOTYPE_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  int per_sm = 0;
+  PROTOTYPE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, (CONSUMERS + 1) * 32, smem));
+  if (per_sm < 1) return -1.0f;
+  const int block_rows = CONSUMERS * ROWS;
+  const int block_tasks = (s.n + block_rows - 1) / block_rows;
+  const int grid = std::min(block_tasks, per_sm * prototype_sm_count());
+  std::vector<CUtensorMap> maps;
+  for (const Copy& c : copies) maps.push_back(weight_map(c.packed, s.n, s.k, block_rows));
+  const int chunks = s.k / 32;
+  auto launch = [&](int i) {
+    if (with_prep || once)
+      prep_digits_kernel<<<(chunks + 7) / 8, 256>>>(static_cast<const std::uint16_t*>(x), s.k, prepared);
+    TmaArgs a{copies[i].scales, copies[i].biases, x, y, s.n, s.k, sink};
+    kernel<<<grid, (CONSUMERS + 1) * 32, smem>>>(maps[i], a, prepared);
   };
   if (once) {
     launch(0);
@@ -737,12 +963,18 @@ int main(int argc, char** argv) {
     PROTOTYPE_CHECK(cudaMalloc(&y_tma, 2 * s.n));
     PROTOTYPE_CHECK(cudaMemcpy(x, hx.data(), 2 * s.k, cudaMemcpyHostToDevice));
     std::vector<std::uint16_t> a(s.n), b(s.n);
+    unsigned char* prepared;
+    const std::size_t prepared_bytes = std::size_t((s.k / 32 + 31) / 32) * kRoundDigitBytes;
+    PROTOTYPE_CHECK(cudaMalloc(&prepared, prepared_bytes));
+    PROTOTYPE_CHECK(cudaMemset(prepared, 0, prepared_bytes));
 
     if (!only.empty()) {
       for (int i = 0; i < 3; ++i) {
         if (only == "library") time_library(copies, s, x, y_lib, true);
         if (only == "int4x16") time_tma<4, 16, kIntegerDot>(copies, s, x, y_tma, sink, true);
         if (only == "tuned4x16") time_int<4, 16, 4>(copies, s, x, y_tma, sink, true);
+        if (only == "ring5x16") time_ring<5, 16, 4>(copies, s, x, y_tma, sink, prepared, true, true);
+        if (only == "ring6x8") time_ring<6, 8, 4>(copies, s, x, y_tma, sink, prepared, true, true);
         if (only == "tuned3x12r8") time_int<3, 12, 8>(copies, s, x, y_tma, sink, true);
         if (only == "loads4x16") time_tma<4, 16, kLoadsOnly>(copies, s, x, y_tma, sink, true);
       }
@@ -790,8 +1022,11 @@ int main(int argc, char** argv) {
     time_int<4, 16, 4>(copies, s, x, y_tma, sink, true);
     check_int("tuned integer 4 st x 16 w", true);
     PROTOTYPE_CHECK(cudaMemset(y_tma, 0xff, 2 * s.n));
-    time_int<3, 12, 8>(copies, s, x, y_tma, sink, true);
-    check_int("tuned integer 8 rows 3 st x 12 w", true);
+    time_ring<5, 16, 4>(copies, s, x, y_tma, sink, prepared, true, true);
+    check_int("ring 5 st x 16 w", true);
+    PROTOTYPE_CHECK(cudaMemset(y_tma, 0xff, 2 * s.n));
+    time_ring<3, 12, 8>(copies, s, x, y_tma, sink, prepared, true, true);
+    check_int("ring 8 rows 3 st x 12 w", true);
 
     report("streaming read, same bytes", stream_read_us<4>(std::vector<std::uint8_t*>{copies[0].packed, copies[1].packed},
                                                           wbytes, sink) * float(bytes) / float(wbytes));
@@ -800,14 +1035,15 @@ int main(int argc, char** argv) {
     report("tma f32 chain, 4 st x 8 w", time_tma<4, 8, kFloatChain>(copies, s, x, y_tma, sink));
     report("tma integer (untuned), 4 st x 16 w", time_tma<4, 16, kIntegerDot>(copies, s, x, y_tma, sink));
     report("tuned integer, 4 st x 16 w", time_int<4, 16, 4>(copies, s, x, y_tma, sink));
-    report("tuned integer, 3 st x 16 w", time_int<3, 16, 4>(copies, s, x, y_tma, sink));
-    report("tuned integer, 4 st x 8 w", time_int<4, 8, 4>(copies, s, x, y_tma, sink));
-    report("tuned integer, 6 st x 8 w", time_int<6, 8, 4>(copies, s, x, y_tma, sink));
-    report("tuned integer, 8 rows, 3 st x 12 w", time_int<3, 12, 8>(copies, s, x, y_tma, sink));
-    report("tuned integer, 8 rows, 3 st x 8 w", time_int<3, 8, 8>(copies, s, x, y_tma, sink));
-    report("tuned integer, 8 rows, 4 st x 8 w", time_int<4, 8, 8>(copies, s, x, y_tma, sink));
+    report("ring 5 st x 16 w, with prep", time_ring<5, 16, 4>(copies, s, x, y_tma, sink, prepared, true));
+    report("ring 5 st x 16 w, main kernel only", time_ring<5, 16, 4>(copies, s, x, y_tma, sink, prepared, false));
+    report("ring 4 st x 16 w, with prep", time_ring<4, 16, 4>(copies, s, x, y_tma, sink, prepared, true));
+    report("ring 4 st x 8 w (2 blocks), with prep", time_ring<4, 8, 4>(copies, s, x, y_tma, sink, prepared, true));
+    report("ring 5 st x 8 w (2 blocks), with prep", time_ring<5, 8, 4>(copies, s, x, y_tma, sink, prepared, true));
+    report("ring 8 rows 3 st x 12 w, with prep", time_ring<3, 12, 8>(copies, s, x, y_tma, sink, prepared, true));
+    report("ring 8 rows 5 st x 8 w, with prep", time_ring<5, 8, 8>(copies, s, x, y_tma, sink, prepared, true));
     for (Copy& c : copies) cudaFree(c.packed), cudaFree(c.scales), cudaFree(c.biases);
-    cudaFree(x), cudaFree(y_lib), cudaFree(y_tma);
+    cudaFree(x), cudaFree(y_lib), cudaFree(y_tma), cudaFree(prepared);
   }
   return 0;
 }

@@ -200,7 +200,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 32, CONSUMERS * ROWS <= 16 ?
   const int steps = my_tasks * rounds;  // (task, round) pairs of this block, in order
 
   if (threadIdx.x == 0) {
-    for (int s = 0; s < STAGES; ++s) bar_init(&full[s], 1), bar_init(&empty[s], CONSUMERS);
+    for (int s = 0; s < STAGES; ++s) bar_init(&full[s], 1), bar_init(&empty[s], CONSUMERS * 32);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
@@ -277,8 +277,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 32, CONSUMERS * ROWS <= 16 ?
                                                       (warp * ROWS + r) * kRoundBytes + lane * 16);
       w[r][0] = v.x, w[r][1] = v.y, w[r][2] = v.z, w[r][3] = v.w;
     }
-    __syncwarp();
-    if (lane == 0) bar_arrive(&empty[slot]);
+    bar_arrive(&empty[slot]);  // every lane: its own reads are done (a lane-0 arrive after __syncwarp raced)
     const int c = lane + 32 * round;
     const std::uint16_t* ps = reinterpret_cast<const std::uint16_t*>(my_params + slot * kParamBytesPerWarpSlot<ROWS>);
     if (c < chunks) {
@@ -432,7 +431,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 32, CONSUMERS * ROWS <= 16 ?
   const int steps = my_tasks * rounds;
 
   if (threadIdx.x == 0) {
-    for (int s = 0; s < STAGES; ++s) bar_init(&full[s], 1), bar_init(&empty[s], CONSUMERS);
+    for (int s = 0; s < STAGES; ++s) bar_init(&full[s], 1), bar_init(&empty[s], CONSUMERS * 32);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
@@ -520,8 +519,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 32, CONSUMERS * ROWS <= 16 ?
       const unsigned char* ps = my_params + slot * kParamSlotBytes<ROWS>;
 #pragma unroll
       for (int r = 0; r < ROWS; ++r) params[r] = *reinterpret_cast<const uint2*>(ps + (r * kParamWords + lane / 4) * 8);
-      __syncwarp();
-      if (lane == 0) bar_arrive(&empty[slot]);
+      bar_arrive(&empty[slot]);  // every lane: its own reads are done (a lane-0 arrive after __syncwarp raced)
       const int c = lane + 32 * round;
       if (c < chunks) int_rows_step<ROWS>(w, params, selector, digits, facts, c, total);
       if (++round == rounds) {
@@ -611,7 +609,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 32, CONSUMERS * ROWS <= 16 ?
   const int steps = my_tasks * rounds;
 
   if (threadIdx.x == 0) {
-    for (int s = 0; s < STAGES; ++s) bar_init(&full[s], 1), bar_init(&empty[s], CONSUMERS);
+    for (int s = 0; s < STAGES; ++s) bar_init(&full[s], 1), bar_init(&empty[s], CONSUMERS * 32);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
@@ -703,8 +701,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 32, CONSUMERS * ROWS <= 16 ?
         dw[4 * q] = v.x, dw[4 * q + 1] = v.y, dw[4 * q + 2] = v.z, dw[4 * q + 3] = v.w;
       }
       const float4 f = reinterpret_cast<const float4*>(digits + 6 * 32)[lane];
-      __syncwarp();
-      if (lane == 0) bar_arrive(&empty[slot]);
+      bar_arrive(&empty[slot]);  // every lane: its own reads are done (a lane-0 arrive after __syncwarp raced)
       const int c = lane + 32 * round;
       if (c < chunks) int_rows_compute<ROWS>(w, params, selector, dw, f, total);
       if (++round == rounds) {

@@ -9,6 +9,14 @@
 // per task, all rounds in order, two rounds in flight as the kernel's register double buffer)
 // with the tasks placed `stride` bytes apart, for strides equal to the task and padded ones.
 //
+// Then the group parameters (session 11, second question): qmv_mma's fragment layout keeps a
+// round's scales and biases in two arrays beside the codes (64 bytes each per task and round,
+// a lane's 8 bytes read with one 8-byte load per array, the four lanes of a row pair reading the
+// same bytes). PARAMS = 1 adds those two loads per round; PARAMS = 2 reads the same 128 bytes
+// placed right after the round's codes (2176 contiguous bytes per round), one 16-byte load per
+// lane. The kernel's own loads-only probe (session 10) reached 77 % where this pattern alone
+// reaches 84 %.
+//
 // Build: nvcc -O3 -std=c++20 -gencode arch=compute_90a,code=sm_90a -o stride
 //          bench/prototypes/task_stride_probe.cu
 #include <cstdint>
@@ -20,28 +28,42 @@
 constexpr int kRoundBytes = 2048;  // 16 rows x 128 bytes
 constexpr int kWarps = 14;         // qmv_mma's block at M <= 8
 
-// Lane l reads 16 bytes at l * 16 of each of the round's four 512-byte pieces.
+// Lane l reads 16 bytes at l * 16 of each of the round's four 512-byte pieces, and with PARAMS
+// its row pair's parameters (see above).
+constexpr int kParamBytes = 128;  // per task and round: 64 of scales, 64 of biases
+template <int PARAMS>
 __global__ void __launch_bounds__(kWarps * 32) task_read_kernel(const std::uint8_t* base, long long stride, int tasks,
-                                                                 int rounds, unsigned* sink) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+                                                                 int rounds, const std::uint8_t* params, unsigned* sink) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
+  constexpr int kRoundStride = PARAMS == 2 ? kRoundBytes + kParamBytes : kRoundBytes;
   unsigned fold = 0;
   for (int task = warp * gridDim.x + blockIdx.x; task < tasks; task += gridDim.x * kWarps) {
-    const uint4* p = reinterpret_cast<const uint4*>(base + std::size_t(task) * stride) + lane;
-    uint4 a[4], b[4];
+    const std::uint8_t* tb = base + std::size_t(task) * stride;
+    const std::uint8_t* pb = params + std::size_t(task) * rounds * kParamBytes;  // PARAMS == 1: the two arrays
+    auto load = [&](int r, uint4 (&w)[5]) {
+      const uint4* p = reinterpret_cast<const uint4*>(tb + std::size_t(r) * kRoundStride) + lane;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) a[i] = __ldcs(p + 32 * i);
+      for (int i = 0; i < 4; ++i) w[i] = __ldcs(p + 32 * i);
+      if constexpr (PARAMS == 1) {
+        const uint2 sc = __ldcs(reinterpret_cast<const uint2*>(pb + std::size_t(r) * 64) + g);
+        const uint2 bi = __ldcs(reinterpret_cast<const uint2*>(pb + std::size_t(rounds) * tasks * 64 + std::size_t(r) * 64) + g);
+        w[4] = make_uint4(sc.x, sc.y, bi.x, bi.y);
+      } else if constexpr (PARAMS == 2) {
+        w[4] = __ldcs(reinterpret_cast<const uint4*>(tb + std::size_t(r) * kRoundStride + kRoundBytes) + g);
+      } else {
+        w[4] = make_uint4(0, 0, 0, 0);
+      }
+    };
+    uint4 a[5], b[5];
+    load(0, a);
     for (int r = 0; r < rounds; r += 2) {
-      if (r + 1 < rounds)
+      if (r + 1 < rounds) load(r + 1, b);
 #pragma unroll
-        for (int i = 0; i < 4; ++i) b[i] = __ldcs(p + (r + 1) * (kRoundBytes / 16) + 32 * i);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) fold ^= a[i].x ^ a[i].y ^ a[i].z ^ a[i].w;
+      for (int i = 0; i < 5; ++i) fold ^= a[i].x ^ a[i].y ^ a[i].z ^ a[i].w;
       if (r + 1 >= rounds) break;
-      if (r + 2 < rounds)
+      if (r + 2 < rounds) load(r + 2, a);
 #pragma unroll
-        for (int i = 0; i < 4; ++i) a[i] = __ldcs(p + (r + 2) * (kRoundBytes / 16) + 32 * i);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) fold ^= b[i].x ^ b[i].y ^ b[i].z ^ b[i].w;
+      for (int i = 0; i < 5; ++i) fold ^= b[i].x ^ b[i].y ^ b[i].z ^ b[i].w;
     }
   }
   if (fold == 0x9e3779b9u) *sink = fold;
@@ -71,22 +93,32 @@ int main() {
     const long long task_bytes = 1LL * rounds * kRoundBytes;
     const std::size_t bytes = std::size_t(tasks) * task_bytes;
     std::printf("\n%s: %d tasks of %lld bytes (%.1f MB)\n", s.name, tasks, task_bytes, bytes / 1e6);
-    for (const long long pad : {0LL, 256LL, 512LL, 2048LL, 4096LL, -2048LL}) {
-      const long long stride = task_bytes + pad;
-      const std::size_t span = std::size_t(tasks - 1) * stride + task_bytes;
-      const int copies = int(std::max<std::size_t>(2, (std::size_t(200) << 20) / bytes + 1));
-      if (pad < 0 && rounds < 2) continue;
-      std::vector<std::uint8_t*> buffers(copies);
-      for (auto& b : buffers) {
-        PROTOTYPE_CHECK(cudaMalloc(&b, span));
-        PROTOTYPE_CHECK(cudaMemset(b, 1, span));
+    const int copies = int(std::max<std::size_t>(2, (std::size_t(200) << 20) / bytes + 1));
+    for (const long long pad : {0LL, 2048LL}) {
+      for (int params = 0; params < 3; ++params) {
+        const long long round_stride = params == 2 ? kRoundBytes + kParamBytes : kRoundBytes;
+        const long long stride = rounds * round_stride + pad;
+        const std::size_t span = std::size_t(tasks - 1) * stride + rounds * round_stride;
+        std::vector<std::uint8_t*> buffers(copies), pbuf(copies);
+        for (int i = 0; i < copies; ++i) {
+          PROTOTYPE_CHECK(cudaMalloc(&buffers[i], span));
+          PROTOTYPE_CHECK(cudaMemset(buffers[i], 1, span));
+          PROTOTYPE_CHECK(cudaMalloc(&pbuf[i], std::size_t(tasks) * rounds * kParamBytes));
+          PROTOTYPE_CHECK(cudaMemset(pbuf[i], 1, std::size_t(tasks) * rounds * kParamBytes));
+        }
+        const float us = median_launch_us(
+            [&](int i) {
+              if (params == 0) task_read_kernel<0><<<grid, kWarps * 32>>>(buffers[i], stride, tasks, rounds, pbuf[i], sink);
+              if (params == 1) task_read_kernel<1><<<grid, kWarps * 32>>>(buffers[i], stride, tasks, rounds, pbuf[i], sink);
+              if (params == 2) task_read_kernel<2><<<grid, kWarps * 32>>>(buffers[i], stride, tasks, rounds, pbuf[i], sink);
+            },
+            copies);
+        const double moved = double(bytes) + (params ? double(tasks) * rounds * kParamBytes : 0.0);
+        const char* what[3] = {"codes only", "codes + params in two arrays", "codes + params after each round"};
+        std::printf("  pad %+5lld, %-32s %7.1f us  %5.1f %% of the ceiling\n", pad, what[params], us,
+                    100.0 * moved / us * 1e-3 / ceiling);
+        for (int i = 0; i < copies; ++i) cudaFree(buffers[i]), cudaFree(pbuf[i]);
       }
-      // A negative pad overlaps neighbours (reads 2 KB less apart): only the spacing is measured.
-      const float us = median_launch_us(
-          [&](int i) { task_read_kernel<<<grid, kWarps * 32>>>(buffers[i], stride, tasks, rounds, sink); }, copies);
-      std::printf("  stride %7lld (pad %+5lld): %7.1f us  %5.1f %% of the ceiling\n", stride, pad, us,
-                  100.0 * bytes / us * 1e-3 / ceiling);
-      for (auto& b : buffers) cudaFree(b);
     }
   }
   return 0;

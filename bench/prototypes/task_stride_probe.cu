@@ -39,14 +39,16 @@ __global__ void __launch_bounds__(kWarps * 32) task_read_kernel(const std::uint8
   unsigned fold = 0;
   for (int task = warp * gridDim.x + blockIdx.x; task < tasks; task += gridDim.x * kWarps) {
     const std::uint8_t* tb = base + std::size_t(task) * stride;
-    const std::uint8_t* pb = params + std::size_t(task) * rounds * kParamBytes;  // PARAMS == 1: the two arrays
+    // PARAMS == 1: scales [task][round][64 bytes], then biases the same.
+    const std::uint8_t* sb = params + std::size_t(task) * rounds * 64;
+    const std::uint8_t* bb = sb + std::size_t(tasks) * rounds * 64;
     auto load = [&](int r, uint4 (&w)[5]) {
       const uint4* p = reinterpret_cast<const uint4*>(tb + std::size_t(r) * kRoundStride) + lane;
 #pragma unroll
       for (int i = 0; i < 4; ++i) w[i] = __ldcs(p + 32 * i);
       if constexpr (PARAMS == 1) {
-        const uint2 sc = __ldcs(reinterpret_cast<const uint2*>(pb + std::size_t(r) * 64) + g);
-        const uint2 bi = __ldcs(reinterpret_cast<const uint2*>(pb + std::size_t(rounds) * tasks * 64 + std::size_t(r) * 64) + g);
+        const uint2 sc = __ldcs(reinterpret_cast<const uint2*>(sb + std::size_t(r) * 64) + g);
+        const uint2 bi = __ldcs(reinterpret_cast<const uint2*>(bb + std::size_t(r) * 64) + g);
         w[4] = make_uint4(sc.x, sc.y, bi.x, bi.y);
       } else if constexpr (PARAMS == 2) {
         w[4] = __ldcs(reinterpret_cast<const uint4*>(tb + std::size_t(r) * kRoundStride + kRoundBytes) + g);

@@ -216,8 +216,13 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 32, CONSUMERS * ROWS <= 16 ?
     if (++p_round == rounds) p_round = 0, p_task += gridDim.x;
     if (++p_slot == STAGES) p_slot = 0, p_phase ^= 1;
   };
+  // Overlapped launches (programmatic dependent launch, as the library's kernels allow): the next
+  // launch may start as this one's blocks finish; weights are immutable, so the first stages are
+  // requested before waiting for the previous launch, which may still be writing x and y.
+  let_next_grid_start();
   if (warp == CONSUMERS && lane == 0)
     while (p_step < steps && p_step < STAGES) produce();
+  wait_for_previous_grid();
 
   if constexpr (MODE == kIntegerDot) {
     stage_digits(reinterpret_cast<uint4*>(lifted), facts, static_cast<const std::uint16_t*>(a.x), a.k);
@@ -723,6 +728,38 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 32, CONSUMERS * ROWS <= 16 ?
   wait_async_copies<0>();
 }
 
+// The streaming read with the same overlap allowance (the next launch starts as blocks finish).
+__global__ void overlapped_stream_kernel(const uint4* data, std::size_t count, unsigned* sink) {
+  let_next_grid_start();
+  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
+  unsigned acc = 0;
+  std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i + 3 * stride < count; i += 4 * stride) {
+    uint4 v[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) v[u] = __ldcs(data + i + u * stride);
+#pragma unroll
+    for (int u = 0; u < 4; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  for (; i < count; i += stride) {
+    const uint4 v = __ldcs(data + i);
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  wait_for_previous_grid();
+  if (acc == 0x9e3779b9u) *sink = acc;
+}
+float overlapped_read_us(const std::vector<std::uint8_t*>& buffers, std::size_t bytes, unsigned* sink) {
+  int per_sm = 0;
+  PROTOTYPE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, overlapped_stream_kernel, 512, 0));
+  const int grid = per_sm * prototype_sm_count();
+  return median_launch_us(
+      [&](int i) {
+        launch_overlapping(overlapped_stream_kernel, dim3(grid), 512, 0, true, cudaStream_t(0),
+                           reinterpret_cast<const uint4*>(buffers[i]), bytes / 16, sink);
+      },
+      int(buffers.size()));
+}
+
 // ---- host ----
 static PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
   static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
@@ -760,7 +797,8 @@ struct Shape {
 };
 
 template <int STAGES, int CONSUMERS, int MODE, int ROWS = 4>
-float time_tma(const std::vector<Copy>& copies, Shape s, const void* x, void* y, unsigned* sink, bool once = false) {
+float time_tma(const std::vector<Copy>& copies, Shape s, const void* x, void* y, unsigned* sink, bool once = false,
+               bool overlap = false) {
   auto kernel = qmv_tma_kernel<STAGES, CONSUMERS, MODE, ROWS>;
   const std::size_t smem = tma_shared_bytes<STAGES, CONSUMERS, ROWS>(s.k);
   PROTOTYPE_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
@@ -774,7 +812,7 @@ float time_tma(const std::vector<Copy>& copies, Shape s, const void* x, void* y,
   for (const Copy& c : copies) maps.push_back(weight_map(c.packed, s.n, s.k, block_rows));
   auto launch = [&](int i) {
     TmaArgs a{copies[i].scales, copies[i].biases, x, y, s.n, s.k, sink};
-    kernel<<<grid, (CONSUMERS + 1) * 32, smem>>>(maps[i], a);
+    launch_overlapping(kernel, dim3(grid), (CONSUMERS + 1) * 32, smem, overlap, cudaStream_t(0), maps[i], a);
   };
   if (once) {
     launch(0);
@@ -846,7 +884,8 @@ float time_ring(const std::vector<Copy>& copies, Shape s, const void* x, void* y
 }
 
 // The library's qmv kernel, launched as family_launch.cuh does for these shapes (no K split).
-float time_library(const std::vector<Copy>& copies, Shape s, const void* x, void* y, bool once = false) {
+float time_library(const std::vector<Copy>& copies, Shape s, const void* x, void* y, bool once = false,
+                   bool overlap = false) {
   auto kernel = qmv_family_kernel<kBits, 1, kRows, int(DType::bf16)>;
   const int tile = family_tile(s.k, 1);
   const std::size_t smem = family_shared_bytes(1, tile);
@@ -856,7 +895,7 @@ float time_library(const std::vector<Copy>& copies, Shape s, const void* x, void
   const unsigned grid = unsigned(tasks < resident ? tasks : resident);
   auto launch = [&](int i) {
     QmvParams p{copies[i].packed, copies[i].scales, copies[i].biases, x, y, s.n, s.k, 0, kGroup, tile, DType::bf16, 1};
-    kernel<<<dim3(grid, 1), kThreads, smem>>>(p);
+    launch_overlapping(kernel, dim3(grid, 1), kThreads, smem, overlap, cudaStream_t(0), p);
   };
   if (once) {
     launch(0);
@@ -1025,9 +1064,17 @@ int main(int argc, char** argv) {
     time_ring<3, 12, 8>(copies, s, x, y_tma, sink, prepared, true, true);
     check_int("ring 8 rows 3 st x 12 w", true);
 
-    report("streaming read, same bytes", stream_read_us<4>(std::vector<std::uint8_t*>{copies[0].packed, copies[1].packed},
+    std::vector<std::uint8_t*> packed_copies;
+    for (const Copy& c : copies) packed_copies.push_back(c.packed);
+    report("streaming read, same bytes", stream_read_us<4>(packed_copies,
                                                           wbytes, sink) * float(bytes) / float(wbytes));
     report("library qmv", time_library(copies, s, x, y_lib));
+    report("overlapped: streaming read (weights)", overlapped_read_us(packed_copies, wbytes, sink) * float(bytes) / float(wbytes));
+    report("overlapped: library qmv", time_library(copies, s, x, y_lib, false, true));
+    report("overlapped: tma loads only 4 st x 16 w", time_tma<4, 16, kLoadsOnly>(copies, s, x, y_tma, sink, false, true));
+    report("overlapped: tma integer 4 st x 16 w", time_tma<4, 16, kIntegerDot>(copies, s, x, y_tma, sink, false, true));
+    report("overlapped: tma integer 4 st x 8 w", time_tma<4, 8, kIntegerDot>(copies, s, x, y_tma, sink, false, true));
+    report("overlapped: tma integer 3 st x 8 w", time_tma<3, 8, kIntegerDot>(copies, s, x, y_tma, sink, false, true));
     report("tma loads only, 4 st x 16 w", time_tma<4, 16, kLoadsOnly>(copies, s, x, y_tma, sink));
     report("tma f32 chain, 4 st x 8 w", time_tma<4, 8, kFloatChain>(copies, s, x, y_tma, sink));
     report("tma integer (untuned), 4 st x 16 w", time_tma<4, 16, kIntegerDot>(copies, s, x, y_tma, sink));

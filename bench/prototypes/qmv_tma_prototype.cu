@@ -760,6 +760,85 @@ float overlapped_read_us(const std::vector<std::uint8_t*>& buffers, std::size_t 
       int(buffers.size()));
 }
 
+
+// ---- the integer contract in the library kernel's own structure (no ring) ----
+// qmv_family_kernel at V = 1 and 4 rows, line for line, with the f32 chain's chunk step replaced
+// by int_chunk_step and x staged as digits: the register double buffer, 8 warps, 2 blocks per SM.
+__global__ void __launch_bounds__(kThreads, 2) qmv_register_int_kernel(const QmvParams p) {
+  extern __shared__ uint4 register_int_shared[];
+  uint4* digits = register_int_shared;
+  const int tile = lifted_values(int(p.k));
+  float4* facts = reinterpret_cast<float4*>(digits + (tile / 32) * 6);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const std::int64_t row_bytes = p.k / 2, groups = p.k / kGroup;
+  const std::int64_t tasks = (p.n + kRows - 1) / kRows;
+  const std::int64_t warps_total = std::int64_t(gridDim.x) * kWarps;
+  const std::int64_t trips = (tasks + warps_total - 1) / warps_total;
+  const std::int64_t my_first_task = std::int64_t(warp) * gridDim.x + blockIdx.x;
+  const int chunks = int(p.k / 32);
+  let_next_grid_start();
+  for (std::int64_t trip = 0; trip < trips; ++trip) {
+    const std::int64_t task = my_first_task + trip * warps_total;
+    const bool active = task < tasks;
+    const std::int64_t row0 = task * kRows;
+    const std::uint8_t* wrow[kRows];
+    int prow[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const std::int64_t row = row0 + r < p.n ? row0 + r : p.n - 1;
+      wrow[r] = p.packed + row * row_bytes;
+      prow[r] = int(row * groups);
+      asm("" : "+l"(wrow[r]), "+r"(prow[r]));
+    }
+    float total[kRows][1];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) total[r][0] = 0.0f;
+    std::uint32_t wa[kRows][kBits], wb[kRows][kBits];
+    std::uint32_t sa[kRows], ba[kRows], sb[kRows], bb[kRows];
+    auto load = [&](int c, std::uint32_t (&w)[kRows][kBits], std::uint32_t (&sc)[kRows], std::uint32_t (&bi)[kRows]) {
+      const int g = c >> 1;
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        load_chunk<kBits>(wrow[r] + std::int64_t(c) * 16, w[r]);
+        sc[r] = static_cast<const unsigned short*>(p.scales)[prow[r] + g];
+        bi[r] = static_cast<const unsigned short*>(p.biases)[prow[r] + g];
+      }
+    };
+    int c = active ? lane : chunks;
+    if (c < chunks) load(c, wa, sa, ba);
+    if (trip == 0) {
+      wait_for_previous_grid();
+      __syncthreads();
+      stage_digits(digits, facts, static_cast<const std::uint16_t*>(p.x), int(p.k));
+      __syncthreads();
+    }
+    auto step = [&](const std::uint32_t (&w)[kRows][kBits], const std::uint32_t (&s)[kRows],
+                    const std::uint32_t (&b)[kRows], int c) {
+      float sc[kRows], bi[kRows];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) sc[r] = __uint_as_float(s[r] << 16), bi[r] = __uint_as_float(b[r] << 16);
+      int_chunk_step<kRows>(w, sc, bi, digits, facts, c, total);
+    };
+    while (c < chunks) {
+      if (c + 32 < chunks) load(c + 32, wb, sb, bb);
+      step(wa, sa, ba, c);
+      c += 32;
+      if (c >= chunks) break;
+      if (c + 32 < chunks) load(c + 32, wa, sa, ba);
+      step(wb, sb, bb, c);
+      c += 32;
+    }
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      float t = total[r][0];
+#pragma unroll
+      for (int step = 0; step < order::kButterflySteps; ++step)
+        t = order::butterfly_step(t, __shfl_xor_sync(0xffffffffu, t, order::butterfly_mask(step)));
+      if (active && lane == 0 && row0 + r < p.n) store_f32(p.y, std::size_t(row0 + r), DType::bf16, t);
+    }
+  }
+}
+
 // ---- host ----
 static PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
   static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
@@ -873,6 +952,28 @@ float time_ring(const std::vector<Copy>& copies, Shape s, const void* x, void* y
       prep_digits_kernel<<<(chunks + 7) / 8, 256>>>(static_cast<const std::uint16_t*>(x), s.k, prepared);
     TmaArgs a{copies[i].scales, copies[i].biases, x, y, s.n, s.k, sink};
     kernel<<<grid, (CONSUMERS + 1) * 32, smem>>>(maps[i], a, prepared);
+  };
+  if (once) {
+    launch(0);
+    PROTOTYPE_CHECK(cudaGetLastError());
+    PROTOTYPE_CHECK(cudaDeviceSynchronize());
+    return 0.0f;
+  }
+  return median_launch_us(launch, int(copies.size()));
+}
+
+float time_register_int(const std::vector<Copy>& copies, Shape s, const void* x, void* y, bool once = false,
+                        bool overlap = false) {
+  const std::size_t smem = std::size_t(lifted_values(s.k) / 32) * (96 + 16);
+  PROTOTYPE_CHECK(cudaFuncSetAttribute(qmv_register_int_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 * 1024));
+  int per_sm = 0;
+  PROTOTYPE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, qmv_register_int_kernel, kThreads, smem));
+  const std::int64_t tasks = (s.n + kRows - 1) / kRows;
+  const std::int64_t resident = std::int64_t(per_sm) * prototype_sm_count();
+  const unsigned grid = unsigned(tasks < resident ? tasks : resident);
+  auto launch = [&](int i) {
+    QmvParams p{copies[i].packed, copies[i].scales, copies[i].biases, x, y, s.n, s.k, 0, kGroup, 0, DType::bf16, 1};
+    launch_overlapping(qmv_register_int_kernel, dim3(grid, 1), kThreads, smem, overlap, cudaStream_t(0), p);
   };
   if (once) {
     launch(0);
@@ -1058,6 +1159,9 @@ int main(int argc, char** argv) {
     time_int<4, 16, 4>(copies, s, x, y_tma, sink, true);
     check_int("tuned integer 4 st x 16 w", true);
     PROTOTYPE_CHECK(cudaMemset(y_tma, 0xff, 2 * s.n));
+    time_register_int(copies, s, x, y_tma, true);
+    check_int("register integer (library structure)");
+    PROTOTYPE_CHECK(cudaMemset(y_tma, 0xff, 2 * s.n));
     time_ring<5, 16, 4>(copies, s, x, y_tma, sink, prepared, true, true);
     check_int("ring 5 st x 16 w", true);
     PROTOTYPE_CHECK(cudaMemset(y_tma, 0xff, 2 * s.n));
@@ -1071,21 +1175,17 @@ int main(int argc, char** argv) {
     report("library qmv", time_library(copies, s, x, y_lib));
     report("overlapped: streaming read (weights)", overlapped_read_us(packed_copies, wbytes, sink) * float(bytes) / float(wbytes));
     report("overlapped: library qmv", time_library(copies, s, x, y_lib, false, true));
+    report("register integer (library structure)", time_register_int(copies, s, x, y_tma));
+    report("overlapped: register integer", time_register_int(copies, s, x, y_tma, false, true));
     report("overlapped: tma loads only 4 st x 16 w", time_tma<4, 16, kLoadsOnly>(copies, s, x, y_tma, sink, false, true));
     report("overlapped: tma integer 4 st x 16 w", time_tma<4, 16, kIntegerDot>(copies, s, x, y_tma, sink, false, true));
     report("overlapped: tma integer 4 st x 8 w", time_tma<4, 8, kIntegerDot>(copies, s, x, y_tma, sink, false, true));
     report("overlapped: tma integer 3 st x 8 w", time_tma<3, 8, kIntegerDot>(copies, s, x, y_tma, sink, false, true));
     report("tma loads only, 4 st x 16 w", time_tma<4, 16, kLoadsOnly>(copies, s, x, y_tma, sink));
-    report("tma f32 chain, 4 st x 8 w", time_tma<4, 8, kFloatChain>(copies, s, x, y_tma, sink));
     report("tma integer (untuned), 4 st x 16 w", time_tma<4, 16, kIntegerDot>(copies, s, x, y_tma, sink));
-    report("tuned integer, 4 st x 16 w", time_int<4, 16, 4>(copies, s, x, y_tma, sink));
     report("ring 5 st x 16 w, with prep", time_ring<5, 16, 4>(copies, s, x, y_tma, sink, prepared, true));
     report("ring 5 st x 16 w, main kernel only", time_ring<5, 16, 4>(copies, s, x, y_tma, sink, prepared, false));
-    report("ring 4 st x 16 w, with prep", time_ring<4, 16, 4>(copies, s, x, y_tma, sink, prepared, true));
     report("ring 4 st x 8 w (2 blocks), with prep", time_ring<4, 8, 4>(copies, s, x, y_tma, sink, prepared, true));
-    report("ring 5 st x 8 w (2 blocks), with prep", time_ring<5, 8, 4>(copies, s, x, y_tma, sink, prepared, true));
-    report("ring 8 rows 3 st x 12 w, with prep", time_ring<3, 12, 8>(copies, s, x, y_tma, sink, prepared, true));
-    report("ring 8 rows 5 st x 8 w, with prep", time_ring<5, 8, 8>(copies, s, x, y_tma, sink, prepared, true));
     for (Copy& c : copies) cudaFree(c.packed), cudaFree(c.scales), cudaFree(c.biases);
     cudaFree(x), cudaFree(y_lib), cudaFree(y_tma), cudaFree(prepared);
   }

@@ -1,26 +1,38 @@
 // A measurement prototype, not part of the library (built by hand): does qmv at M = 1 reach the
 // read ceiling when its weights arrive through a block-wide shared-memory ring filled by the
 // tensor copy engine (cp.async.bulk.tensor, one 2D box per stage), instead of through each warp's
-// register double buffer (68-73 % of the ceiling, sessions 4-10)?
+// register double buffer (68-73 % of the ceiling, sessions 4-10)? And with which arithmetic?
+// Results: docs/benchmark_results/2026-12-03-h200-session11.md; decision 0003.
 //
 // Earlier rings (session 3: per-thread cp.async; session 6: one 512-byte bulk copy per row and
 // warp slot) stopped near 80 % of a streaming read even without arithmetic. What is new here is
 // the size of a copy: one instruction moves a whole stage, all rows of the block times one round
 // (32 rows x 512 bytes = 16 KB at 4 bits), so the copy engine sees few, large requests.
 //
-// The arithmetic is the library's own (qmv_family.cuh: stage_lifted, chunk_step, the butterfly),
-// so the output must be byte-identical to the library kernel's, which the program checks before
-// timing anything.
+// The kernels, all 4-bit, group 64, bf16, M = 1:
+//   qmv_tma_kernel<STAGES, CONSUMERS, MODE, ROWS>: the ring, with MODE = loads only, qmv's f32
+//     chain (the library's stage_lifted and chunk_step: its bytes must equal the library
+//     kernel's), or the candidate exact integer chunk dot (the int_* functions below, checked
+//     against int_reference on the host).
+//       block: CONSUMERS warps of ROWS rows, plus one producer warp whose lane 0 issues the copies.
+//       stage: one round (chunk l + 32 r of each row, for every lane l) of the block's rows, a box.
+//       params: each consumer warp copies its rows' scales and biases for round r + STAGES - 1
+//         with 4-byte cp.async into its own small ring.
+//       release: every consumer lane arrives on the stage's empty barrier (a lane-0 arrive after
+//         __syncwarp let the producer refill a stage under other lanes' reads).
+//   qmv_int_kernel: the integer ring tuned after ncu (shared-space loads, the ring unrolled per
+//     stage, one unscale multiply).
+//   qmv_ring_kernel: x's digits prepared once per launch (prep_digits_kernel) and carried by the
+//     ring. Its 5-stage, 16-warp instance still differs on a few rows in some runs (not found).
+//   qmv_register_int_kernel: the integer dot in the library kernel's own register structure.
+//   stage_only_kernel: the per-block staging of x alone, and an empty launch, on qmv's grid.
+// Every kernel may run as an overlapped launch (programmatic dependent launch), as the library's.
 //
-//   block: CONSUMERS warps of 4 rows each, plus one producer warp whose lane 0 issues the copies.
-//   stage: one round (chunk l + 32 r of each row, for every lane l) of the block's rows, one box.
-//   params: each consumer warp copies its rows' scales and biases for round r + STAGES - 1 with
-//           4-byte cp.async into its own small ring, so they too are in flight STAGES - 1 rounds
-//           ahead (a register prefetch one round ahead is where qmv waits, sessions 7-8).
-//
-// Build: nvcc -O3 -std=c++20 -gencode arch=compute_90a,code=sm_90a --fmad=false -I include -I src \
-//          -o tma bench/prototypes/qmv_tma_prototype.cu
-// Run: ./tma [N K ...] (defaults: several shapes); 4 bits, group 64, bf16, M = 1.
+// Build: nvcc -O3 -std=c++20 -gencode arch=compute_90a,code=sm_90a --fmad=false -ftz=false \
+//          -Xcompiler -ffp-contract=off -I include -I src -o tma bench/prototypes/qmv_tma_prototype.cu
+// Run: ./tma [N K ...] (defaults: 7 shapes), or ./tma --only VARIANT N K (three launches, for ncu).
+// Timing: medians of back-to-back stream launches rotating over weight copies (not graph
+// replays), so a launch's fixed cost (~3-4 us on this grid) is in every figure.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 

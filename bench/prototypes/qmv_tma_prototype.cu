@@ -428,6 +428,78 @@ __device__ __forceinline__ void int_rows_compute(const std::uint32_t (&w)[ROWS][
   }
 }
 
+// A consumer warp's ring of parameter slots (qmv_int_kernel, qmv_ring_kernel): for step j
+// (task, round) of the block, the warp's rows' scales and biases of that round land in slot
+// j % STAGES, copied STAGES - 1 steps ahead with 4-byte cp.async. Lane takes copy i = lane + 32 m
+// (m < ROWS / 2): array i / (ROWS * 8), row (i / 8) % ROWS, word i % 8, into {scales, biases}
+// word pairs per row and word, so a lane reads its row's pair with one 8-byte load.
+template <int ROWS, int STAGES>
+struct ParamRing {
+  static constexpr int kCopies = ROWS * 2 * kParamWords / 32;
+  unsigned char* slots;
+  const std::uint16_t* scales;
+  const std::uint16_t* biases;
+  int n, groups, rounds, steps, block_rows, warp_row0, word;
+  int dst[kCopies], array[kCopies], row[kCopies];
+  const std::uint16_t* src[kCopies];
+  int step = 0, task, round = 0, slot = 0;
+
+  __device__ ParamRing(unsigned char* warp_slots, const TmaArgs& a, int warp_row0, int lane, int groups, int rounds,
+                       int steps, int block_rows)
+      : slots(warp_slots), scales(a.scales), biases(a.biases), n(a.n), groups(groups), rounds(rounds), steps(steps),
+        block_rows(block_rows), warp_row0(warp_row0), word(lane % kParamWords), task(blockIdx.x) {
+#pragma unroll
+    for (int m = 0; m < kCopies; ++m) {
+      const int i = lane + 32 * m;
+      array[m] = i / (ROWS * kParamWords);
+      row[m] = (i / kParamWords) % ROWS;
+      dst[m] = ((row[m] * kParamWords + word) * 2 + array[m]) * 4;
+    }
+    aim();
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) issue();
+  }
+  // The copy sources of the task being copied (rows past N read row N - 1).
+  __device__ void aim() {
+#pragma unroll
+    for (int m = 0; m < kCopies; ++m) {
+      int r = task * block_rows + warp_row0 + row[m];
+      r = r < n ? r : n - 1;
+      src[m] = (array[m] == 0 ? scales : biases) + std::size_t(r) * groups + 2 * word;
+    }
+  }
+  // The next step's copies, as one commit group (empty past the last step or the row's end).
+  __device__ void issue() {
+    const int g = round * kRoundGroups + 2 * word;
+    const bool live = step < steps && g < groups;
+    unsigned char* to = slots + slot * kParamSlotBytes<ROWS>;
+#pragma unroll
+    for (int m = 0; m < kCopies; ++m) copy_async_if<4>(live, to + dst[m], src[m] + round * kRoundGroups);
+    commit_async_copies();
+    ++step;
+    if (++slot == STAGES) slot = 0;
+    if (++round == rounds) round = 0, task += gridDim.x, aim();
+  }
+  // Row r's {scale, bias} word pair for this lane's group, in slot s.
+  __device__ uint2 pair(int s, int r, int lane) const {
+    return *reinterpret_cast<const uint2*>(slots + s * kParamSlotBytes<ROWS> + (r * kParamWords + lane / 4) * 8);
+  }
+};
+
+// The end of a task: each row's lane chains through the butterfly, lane 0 stores, totals reset.
+template <int ROWS>
+__device__ __forceinline__ void finish_task(float (&total)[ROWS], int first_row, int lane, const TmaArgs& a) {
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r) {
+    float t = total[r];
+#pragma unroll
+    for (int step = 0; step < order::kButterflySteps; ++step)
+      t = order::butterfly_step(t, __shfl_xor_sync(0xffffffffu, t, order::butterfly_mask(step)));
+    if (lane == 0 && first_row + r < a.n) store_f32(a.y, std::size_t(first_row + r), DType::bf16, t);
+    total[r] = 0.0f;
+  }
+}
+
 template <int STAGES, int CONSUMERS, int ROWS>
 __global__ void __launch_bounds__((CONSUMERS + 1) * 32, CONSUMERS * ROWS <= 16 ? 3 : (CONSUMERS * ROWS <= 32 ? 2 : 1))
     qmv_int_kernel(const __grid_constant__ CUtensorMap weights, const TmaArgs a) {
@@ -472,44 +544,8 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 32, CONSUMERS * ROWS <= 16 ?
     return;
   }
 
-  // Parameter copies: lane takes copy i = lane + 32 m (m < ROWS / 2): array i / (ROWS * 8),
-  // row (i / 8) % ROWS, word i % 8, into {scales, biases} pairs per row and word.
-  constexpr int kCopies = ROWS * 2 * kParamWords / 32;
-  unsigned char* my_params = smem + kRingBytes + warp * STAGES * kParamSlotBytes<ROWS>;
-  int copy_dst[kCopies];
-  int copy_array[kCopies], copy_row[kCopies];
-  const int copy_word = lane % kParamWords;
-#pragma unroll
-  for (int m = 0; m < kCopies; ++m) {
-    const int i = lane + 32 * m;
-    copy_array[m] = i / (ROWS * kParamWords);
-    copy_row[m] = (i / kParamWords) % ROWS;
-    copy_dst[m] = ((copy_row[m] * kParamWords + copy_word) * 2 + copy_array[m]) * 4;
-  }
-  const std::uint16_t* copy_src[kCopies];
-  int q_step = 0, q_task = blockIdx.x, q_round = 0, q_slot = 0;
-  auto aim_copies = [&]() {
-#pragma unroll
-    for (int m = 0; m < kCopies; ++m) {
-      int row = q_task * kBlockRows + warp * ROWS + copy_row[m];
-      row = row < a.n ? row : a.n - 1;
-      copy_src[m] = (copy_array[m] == 0 ? a.scales : a.biases) + std::size_t(row) * groups + 2 * copy_word;
-    }
-  };
-  aim_copies();
-  auto issue_params = [&]() {
-    const int g = q_round * kRoundGroups + 2 * copy_word;
-    const bool live = q_step < steps && g < groups;
-    unsigned char* slot = my_params + q_slot * kParamSlotBytes<ROWS>;
-#pragma unroll
-    for (int m = 0; m < kCopies; ++m) copy_async_if<4>(live, slot + copy_dst[m], copy_src[m] + q_round * kRoundGroups);
-    commit_async_copies();
-    ++q_step;
-    if (++q_slot == STAGES) q_slot = 0;
-    if (++q_round == rounds) q_round = 0, q_task += gridDim.x, aim_copies();
-  };
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) issue_params();
+  ParamRing<ROWS, STAGES> params(smem + kRingBytes + warp * STAGES * kParamSlotBytes<ROWS>, a, warp * ROWS, lane, groups,
+                                 rounds, steps, kBlockRows);
 
   const unsigned selector = (lane / 2) % 2 ? 0x3244u : 0x1044u;  // bf16 half of the pair word, widened
   float total[ROWS];
@@ -522,7 +558,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 32, CONSUMERS * ROWS <= 16 ?
     for (int slot = 0; slot < STAGES; ++slot) {
       if (j0 + slot >= steps) break;
       __syncwarp();
-      issue_params();
+      params.issue();
       wait_async_copies<STAGES - 1>();
       __syncwarp();
       bar_wait(&full[slot], phase);
@@ -532,25 +568,15 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 32, CONSUMERS * ROWS <= 16 ?
         const uint4 v = *reinterpret_cast<const uint4*>(smem + slot * kStageBytes + (warp * ROWS + r) * kRoundBytes + lane * 16);
         w[r][0] = v.x, w[r][1] = v.y, w[r][2] = v.z, w[r][3] = v.w;
       }
-      uint2 params[ROWS];
-      const unsigned char* ps = my_params + slot * kParamSlotBytes<ROWS>;
+      uint2 pairs[ROWS];
 #pragma unroll
-      for (int r = 0; r < ROWS; ++r) params[r] = *reinterpret_cast<const uint2*>(ps + (r * kParamWords + lane / 4) * 8);
+      for (int r = 0; r < ROWS; ++r) pairs[r] = params.pair(slot, r, lane);
       bar_arrive(&empty[slot]);  // every lane: its own reads are done (a lane-0 arrive after __syncwarp raced)
       const int c = lane + 32 * round;
-      if (c < chunks) int_rows_step<ROWS>(w, params, selector, digits, facts, c, total);
+      if (c < chunks) int_rows_step<ROWS>(w, pairs, selector, digits, facts, c, total);
       if (++round == rounds) {
         round = 0;
-#pragma unroll
-        for (int r = 0; r < ROWS; ++r) {
-          float t = total[r];
-#pragma unroll
-          for (int step = 0; step < order::kButterflySteps; ++step)
-            t = order::butterfly_step(t, __shfl_xor_sync(0xffffffffu, t, order::butterfly_mask(step)));
-          const int row = task * kBlockRows + warp * ROWS + r;
-          if (lane == 0 && row < a.n) store_f32(a.y, std::size_t(row), DType::bf16, t);
-          total[r] = 0.0f;
-        }
+        finish_task<ROWS>(total, task * kBlockRows + warp * ROWS, lane, a);
         task += gridDim.x;
       }
     }
@@ -647,42 +673,8 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 32, CONSUMERS * ROWS <= 16 ?
     return;
   }
 
-  constexpr int kCopies = ROWS * 2 * kParamWords / 32;
-  unsigned char* my_params = smem + kRingBytes + warp * STAGES * kParamSlotBytes<ROWS>;
-  int copy_dst[kCopies];
-  int copy_array[kCopies], copy_row[kCopies];
-  const int copy_word = lane % kParamWords;
-#pragma unroll
-  for (int m = 0; m < kCopies; ++m) {
-    const int i = lane + 32 * m;
-    copy_array[m] = i / (ROWS * kParamWords);
-    copy_row[m] = (i / kParamWords) % ROWS;
-    copy_dst[m] = ((copy_row[m] * kParamWords + copy_word) * 2 + copy_array[m]) * 4;
-  }
-  const std::uint16_t* copy_src[kCopies];
-  int q_step = 0, q_task = blockIdx.x, q_round = 0, q_slot = 0;
-  auto aim_copies = [&]() {
-#pragma unroll
-    for (int m = 0; m < kCopies; ++m) {
-      int row = q_task * kBlockRows + warp * ROWS + copy_row[m];
-      row = row < a.n ? row : a.n - 1;
-      copy_src[m] = (copy_array[m] == 0 ? a.scales : a.biases) + std::size_t(row) * groups + 2 * copy_word;
-    }
-  };
-  aim_copies();
-  auto issue_params = [&]() {
-    const int g = q_round * kRoundGroups + 2 * copy_word;
-    const bool live = q_step < steps && g < groups;
-    unsigned char* slot = my_params + q_slot * kParamSlotBytes<ROWS>;
-#pragma unroll
-    for (int m = 0; m < kCopies; ++m) copy_async_if<4>(live, slot + copy_dst[m], copy_src[m] + q_round * kRoundGroups);
-    commit_async_copies();
-    ++q_step;
-    if (++q_slot == STAGES) q_slot = 0;
-    if (++q_round == rounds) q_round = 0, q_task += gridDim.x, aim_copies();
-  };
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) issue_params();
+  ParamRing<ROWS, STAGES> params(smem + kRingBytes + warp * STAGES * kParamSlotBytes<ROWS>, a, warp * ROWS, lane, groups,
+                                 rounds, steps, kBlockRows);
 
   const unsigned selector = (lane / 2) % 2 ? 0x3244u : 0x1044u;
   float total[ROWS];
@@ -695,7 +687,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 32, CONSUMERS * ROWS <= 16 ?
     for (int slot = 0; slot < STAGES; ++slot) {
       if (j0 + slot >= steps) break;
       __syncwarp();
-      issue_params();
+      params.issue();
       wait_async_copies<STAGES - 1>();
       __syncwarp();
       bar_wait(&full[slot], phase);
@@ -706,10 +698,9 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 32, CONSUMERS * ROWS <= 16 ?
         const uint4 v = *reinterpret_cast<const uint4*>(stage + (warp * ROWS + r) * kRoundBytes + lane * 16);
         w[r][0] = v.x, w[r][1] = v.y, w[r][2] = v.z, w[r][3] = v.w;
       }
-      uint2 params[ROWS];
-      const unsigned char* ps = my_params + slot * kParamSlotBytes<ROWS>;
+      uint2 pairs[ROWS];
 #pragma unroll
-      for (int r = 0; r < ROWS; ++r) params[r] = *reinterpret_cast<const uint2*>(ps + (r * kParamWords + lane / 4) * 8);
+      for (int r = 0; r < ROWS; ++r) pairs[r] = params.pair(slot, r, lane);
       const uint4* digits = reinterpret_cast<const uint4*>(stage + kWeightBytes);
       unsigned dw[24];
 #pragma unroll
@@ -720,19 +711,10 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 32, CONSUMERS * ROWS <= 16 ?
       const float4 f = reinterpret_cast<const float4*>(digits + 6 * 32)[lane];
       bar_arrive(&empty[slot]);  // every lane: its own reads are done (a lane-0 arrive after __syncwarp raced)
       const int c = lane + 32 * round;
-      if (c < chunks) int_rows_compute<ROWS>(w, params, selector, dw, f, total);
+      if (c < chunks) int_rows_compute<ROWS>(w, pairs, selector, dw, f, total);
       if (++round == rounds) {
         round = 0;
-#pragma unroll
-        for (int r = 0; r < ROWS; ++r) {
-          float t = total[r];
-#pragma unroll
-          for (int step = 0; step < order::kButterflySteps; ++step)
-            t = order::butterfly_step(t, __shfl_xor_sync(0xffffffffu, t, order::butterfly_mask(step)));
-          const int row = task * kBlockRows + warp * ROWS + r;
-          if (lane == 0 && row < a.n) store_f32(a.y, std::size_t(row), DType::bf16, t);
-          total[r] = 0.0f;
-        }
+        finish_task<ROWS>(total, task * kBlockRows + warp * ROWS, lane, a);
         task += gridDim.x;
       }
     }

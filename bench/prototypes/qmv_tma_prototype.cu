@@ -92,6 +92,8 @@ struct TmaArgs {
 };
 
 // ---- the candidate contract: an exact integer chunk dot -----------------------------------------
+// The host reference (int_reference) computes it with src/common/order.h's exact_* functions,
+// the library's one definition (decision 0003); the device functions below are the ones that ran.
 // Per chunk: E = max(exponent field of the largest |x|, 1), so every |x| < 2^(E-126);
 // X_i = rint(x_i * 2^(148-E)), |X_i| < 2^22; D = sum q_i X_i exactly (|D| < 2^31 at 4 bits);
 // A = mul(mul(float(D), 2^u1), 2^u2) with u1 = max(E-148, -126), u2 = E-148-u1. The fold, the
@@ -1061,8 +1063,8 @@ static std::vector<std::uint16_t> int_reference(const std::vector<std::uint8_t>&
   std::vector<long long> big(k);
   std::vector<float> sum(chunks), first(chunks), second(chunks);
   for (int c = 0; c < chunks; ++c) {
-    const int e = int_exponent(order::chunk_max_abs_bits(&x[32 * c]));
-    for (int i = 0; i < 32; ++i) big[32 * c + i] = static_cast<long long>(std::nearbyint(int_scaled(x[32 * c + i], e)));
+    const int e = order::exact_exponent(order::chunk_max_abs_bits(&x[32 * c]));
+    for (int i = 0; i < 32; ++i) big[32 * c + i] = order::exact_integer(x[32 * c + i], e);
     sum[c] = order::chunk_x_sum(&x[32 * c]), first[c] = int_unscale_first(e), second[c] = int_unscale_second(e);
   }
   std::vector<std::uint16_t> out;
@@ -1074,7 +1076,7 @@ static std::vector<std::uint16_t> int_reference(const std::vector<std::uint8_t>&
         const int code = (w[std::size_t(row) * (k / 2) + (32 * c + i) / 2] >> (4 * (i % 2))) & 15;
         dot += code * big[32 * c + i];
       }
-      const float a = one_multiply ? order::mul(float(dot), int_unscale(int_exponent(order::chunk_max_abs_bits(&x[32 * c]))))
+      const float a = one_multiply ? order::exact_chunk_value(dot, order::exact_exponent(order::chunk_max_abs_bits(&x[32 * c])))
                                    : order::mul(order::mul(float(dot), first[c]), second[c]);
       const int g = c / (kGroup / 32);
       lanes[c % 32] = order::lane_add(lanes[c % 32], order::chunk_fold(bf16_to_f32(sc[std::size_t(row) * groups + g]),

@@ -127,6 +127,63 @@ EXACTQ_HD std::uint32_t chunk_max_abs_bits(const float* x) {
   return m;
 }
 
+// ---- the exact integer chunk dot (decision 0003: decided for qmv, not yet its order) -----------
+// One definition of the arithmetic that qmv's chunk dot is to become; used today by
+// bench/prototypes/qmv_tma_prototype.cu and pinned by tests/cpu/test_exact_chunk_dot.cpp. Per
+// chunk of 32 values of one vector:
+//   E   = exact_exponent(chunk_max_abs_bits(x))      every |x_i| < 2^(E-126)
+//   X_i = exact_integer(x_i, E)                       rint(x_i * 2^(148-E)), |X_i| < 2^22
+//   D   = sum q_i * X_i, exactly (int64)             no order: any instruction may compute it
+//   A   = exact_chunk_value(D, E)                     float(D) rounded once, times 2^(E-148)
+// then qmv's fold, lane chains and butterfly as above. A chunk holding a NaN or an infinity has
+// E = 255 and A = NaN.
+inline constexpr int kExactNonFinite = 255;
+inline constexpr int kExactScale = 148;  // X = x * 2^(148 - E): below 2^22 in magnitude
+
+EXACTQ_HD int exact_exponent(std::uint32_t max_abs_bits) {
+  const int field = int(max_abs_bits >> 23);
+  return field < 1 ? 1 : field;
+}
+// 2^n as an f32 for n in [-149, 127]: subnormal below -126, so a single multiply by it is exact
+// wherever its product is representable.
+EXACTQ_HD float exact_pow2(int n) {
+  return n >= -126 ? float_from_bits(std::uint32_t(n + 127) << 23) : float_from_bits(1u << (n + 149));
+}
+// x * 2^(148 - E) in two multiplies (the factor can exceed the f32 range): both exact unless the
+// product falls below 2^-126, where the value is under 1/2 and rounds to 0 either way.
+EXACTQ_HD float exact_scaled(float x, int e) {
+  const int t = kExactScale - e, first = t < 127 ? t : 127;
+  return mul(mul(x, exact_pow2(first)), exact_pow2(t - first));
+}
+// X_i: the scaled value rounded half to even (|x| < 2^(E-126) keeps it below 2^22). A non-finite
+// chunk's X are 0: its A is NaN whatever D is.
+EXACTQ_HD std::int32_t exact_integer(float x, int e) {
+  if (e >= kExactNonFinite) return 0;
+#if defined(__CUDA_ARCH__)
+  return __float2int_rn(exact_scaled(x, e));
+#else
+  return static_cast<std::int32_t>(std::nearbyint(exact_scaled(x, e)));  // the default mode: to nearest, ties to even
+#endif
+}
+// A = float(D) * 2^(E - 148): the conversion rounds once, the power of two (exact, subnormal
+// for E < 22) rounds again only where the result is subnormal.
+EXACTQ_HD float exact_chunk_value(std::int64_t dot, int e) {
+  if (e >= kExactNonFinite) return float_from_bits(0x7fc00000u);
+#if defined(__CUDA_ARCH__)
+  const float d = __ll2float_rn(dot);
+#else
+  const float d = static_cast<float>(dot);
+#endif
+  return mul(d, exact_pow2(e - kExactScale));
+}
+// X as three signed bytes, X = d0 + 2^8 d1 + 2^16 d2 (d2 in [-64, 64]): the operands of a
+// byte-wise integer dot (dp4a, or an integer mma).
+EXACTQ_HD void exact_digits(std::int32_t x, std::int32_t (&d)[3]) {
+  d[0] = std::int32_t(std::int8_t(std::uint8_t(x & 0xff)));
+  d[1] = std::int32_t(std::int8_t(std::uint8_t(((x - d[0]) >> 8) & 0xff)));
+  d[2] = (x - d[0] - 256 * d[1]) >> 16;
+}
+
 // ---- qmv_wide (the inexact arm) -------------------------------------------------------------
 // One row, one vector. 8 lanes per row; group g belongs to lane g % 8, taken in increasing g.
 // Per group: s, b; for each 8-code sub-chunk: w[i] = fma(s, q[i], b) (dequantize first: the qdot

@@ -1,0 +1,136 @@
+// The exact integer chunk dot of decision 0003 (src/common/order.h, exact_*), before any kernel
+// computes qmv with it. Each function is checked bitwise against an oracle written here in double
+// arithmetic, which holds every intermediate exactly (a float times a power of two, a 36-bit
+// integer): the scaling and its rounding to an integer, the digits, and the single rounding of
+// the chunk value, on random chunks over the whole f32 range (tiny, subnormal, huge, mixed).
+// Control: truncating X instead of rounding it must disagree with the oracle on the same data.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "common/order.h"
+#include "test_util.h"
+
+namespace exactq::test {
+namespace {
+
+// 32 values whose magnitudes span `decades` binary orders below 2^top, with random signs and
+// some exact zeros; top may put the chunk in the subnormal range or near the f32 maximum.
+std::vector<float> random_chunk(std::mt19937_64& rng, int top, int decades) {
+  std::uniform_real_distribution<double> mantissa(1.0, 2.0);
+  std::uniform_int_distribution<int> exponent(top - decades, top - 1);
+  std::uniform_int_distribution<int> coin(0, 15);
+  std::vector<float> x(order::kLanes);
+  for (float& v : x) {
+    const int c = coin(rng);
+    v = c == 0 ? 0.0f : static_cast<float>(std::ldexp(mantissa(rng), exponent(rng)));  // rounds to f32 (may go subnormal)
+    if (c % 2) v = -v;
+  }
+  return x;
+}
+
+std::uint32_t max_abs_bits(const std::vector<float>& x) {
+  std::uint32_t m = 0;
+  for (float v : x) m = std::max(m, f32_bits(v) & 0x7fffffffu);
+  return m;
+}
+
+// The oracle's E, X and A.
+int oracle_exponent(const std::vector<float>& x) {
+  const int field = int(max_abs_bits(x) >> 23);
+  return field < 1 ? 1 : field;
+}
+std::int64_t oracle_integer(float x, int e) {
+  return static_cast<std::int64_t>(std::nearbyint(std::ldexp(double(x), 148 - e)));  // exact product, then RNE
+}
+float oracle_chunk_value(std::int64_t dot, int e) {
+  return static_cast<float>(std::ldexp(double(dot), e - 148));  // |dot| < 2^53: exact, then one rounding to f32
+}
+
+struct Range {
+  int top, decades;
+};
+// The ranges: ordinary activations, wide spreads, near the top of f32, and chunks small enough
+// that E < 22 (the unscale factor is subnormal) or that hold subnormals.
+constexpr Range kRanges[] = {{4, 8}, {2, 30}, {127, 12}, {-100, 20}, {-118, 12}, {-126, 24}, {-140, 9}};
+
+TEST(ExactChunkDot, IntegersDigitsAndValueMatchDoubleOracle) {
+  for (std::uint64_t seed : seeds_with_fresh({7, 8})) {
+    SCOPED_TRACE(seed_note(seed));
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<int> code(0, 255);
+    std::int64_t chunks = 0, small_e = 0, subnormal_results = 0, truncation_differs = 0;
+    for (const Range r : kRanges) {
+      for (int trial = 0; trial < 400; ++trial) {
+        const std::vector<float> x = random_chunk(rng, r.top, r.decades);
+        const int e = order::exact_exponent(max_abs_bits(x));
+        ASSERT_EQ(e, oracle_exponent(x));
+        std::int64_t dot = 0, want_dot = 0;
+        for (int i = 0; i < order::kLanes; ++i) {
+          const std::int32_t big = order::exact_integer(x[i], e);
+          const std::int64_t want = oracle_integer(x[i], e);
+          ASSERT_EQ(std::int64_t(big), want) << "x = " << x[i] << ", E = " << e;
+          ASSERT_LT(std::llabs(want), 1LL << 22) << "x = " << x[i] << ", E = " << e;
+          std::int32_t d[3];
+          order::exact_digits(big, d);
+          ASSERT_EQ(d[0] + 256 * d[1] + 65536 * d[2], big);
+          ASSERT_GE(d[0], -128);
+          ASSERT_LE(d[0], 127);
+          ASSERT_GE(d[1], -128);
+          ASSERT_LE(d[1], 127);
+          ASSERT_GE(d[2], -64);
+          ASSERT_LE(d[2], 64);
+          const int q = code(rng);
+          dot += std::int64_t(q) * big;
+          want_dot += q * want;
+          truncation_differs += static_cast<std::int64_t>(std::trunc(std::ldexp(double(x[i]), 148 - e))) != want;
+        }
+        const float a = order::exact_chunk_value(dot, e);
+        const float want_a = oracle_chunk_value(want_dot, e);
+        ASSERT_EQ(f32_bits(a), f32_bits(want_a)) << "D = " << dot << ", E = " << e;
+        ++chunks;
+        small_e += e < 22;
+        subnormal_results += want_a != 0.0f && std::fabs(want_a) < std::numeric_limits<float>::min();
+      }
+    }
+    // The data reached the ranges the contract is careful about, and the checks can fail: the
+    // truncating variant of X disagrees with the oracle on this data.
+    EXPECT_GT(small_e, 0) << "no chunk had E < 22";
+    EXPECT_GT(subnormal_results, 0) << "no chunk value was subnormal";
+    EXPECT_GT(truncation_differs, chunks) << "truncation and rounding agreed almost everywhere";
+  }
+}
+
+// Ties in X round to even, as rint does: x * 2^(148 - E) = k + 1/2 exactly.
+TEST(ExactChunkDot, HalfwayScaledValuesRoundToEven) {
+  for (const int e : {1, 21, 22, 127, 150, 254}) {
+    for (const std::int64_t k : {0LL, 1LL, 2LL, 7LL, 1000LL, (1LL << 21) + 1}) {
+      const float x = static_cast<float>(std::ldexp(double(k) + 0.5, e - 148));
+      if (std::ldexp(double(x), 148 - e) != double(k) + 0.5) continue;  // not representable as f32 there
+      const std::int32_t want = std::int32_t(k % 2 == 0 ? k : k + 1);
+      EXPECT_EQ(order::exact_integer(x, e), want) << "k = " << k << ", E = " << e;
+      EXPECT_EQ(order::exact_integer(-x, e), -want) << "k = " << k << ", E = " << e;
+    }
+  }
+}
+
+// A chunk holding a NaN or an infinity has E = 255: its value is NaN, and its X are 0.
+TEST(ExactChunkDot, NonFiniteChunkIsNaN) {
+  for (const float bad : {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::quiet_NaN()}) {
+    std::vector<float> x(order::kLanes, 1.5f);
+    x[13] = bad;
+    const int e = order::exact_exponent(max_abs_bits(x));
+    EXPECT_EQ(e, order::kExactNonFinite);
+    EXPECT_EQ(order::exact_integer(x[0], e), 0);
+    EXPECT_EQ(order::exact_integer(bad, e), 0);
+    EXPECT_TRUE(std::isnan(order::exact_chunk_value(12345, e)));
+  }
+}
+
+}  // namespace
+}  // namespace exactq::test

@@ -147,7 +147,7 @@ EXACTQ_HD int exact_exponent(std::uint32_t max_abs_bits) {
 // 2^n as an f32 for n in [-149, 127]: subnormal below -126, so a single multiply by it is exact
 // wherever its product is representable.
 EXACTQ_HD float exact_pow2(int n) {
-  return n >= -126 ? float_from_bits(std::uint32_t(n + 127) << 23) : float_from_bits(1u << (n + 149));
+  return n >= -126 ? pow2(n) : float_from_bits(1u << (n + 149));
 }
 // x * 2^(148 - E) in two multiplies (the factor can exceed the f32 range): both exact unless the
 // product falls below 2^-126, where the value is under 1/2 and rounds to 0 either way.

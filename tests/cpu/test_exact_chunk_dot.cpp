@@ -1,8 +1,9 @@
 // The exact integer chunk dot of decision 0003 (src/common/order.h, exact_*), before any kernel
 // computes qmv with it. Each function is checked bitwise against an oracle written here in double
 // arithmetic, which holds every intermediate exactly (a float times a power of two, a 36-bit
-// integer): the scaling and its rounding to an integer, the digits, and the single rounding of
-// the chunk value, on random chunks over the whole f32 range (tiny, subnormal, huge, mixed).
+// integer): the scaling and its rounding to an integer, the digits, and the chunk value's two
+// roundings (float(D), then its product with 2^(E-148), which rounds only when subnormal), on
+// random chunks over the whole f32 range (tiny, subnormal, huge, mixed).
 // Control: truncating X instead of rounding it must disagree with the oracle on the same data.
 #include <gtest/gtest.h>
 
@@ -47,8 +48,11 @@ int oracle_exponent(const std::vector<float>& x) {
 std::int64_t oracle_integer(float x, int e) {
   return static_cast<std::int64_t>(std::nearbyint(std::ldexp(double(x), 148 - e)));  // exact product, then RNE
 }
+// float(D) (|D| < 2^53 is exact in double, then one rounding to f32), then the product with
+// 2^(E-148), exact in double, rounded to f32: the contract's two IEEE operations.
 float oracle_chunk_value(std::int64_t dot, int e) {
-  return static_cast<float>(std::ldexp(double(dot), e - 148));  // |dot| < 2^53: exact, then one rounding to f32
+  const float d = static_cast<float>(double(dot));
+  return static_cast<float>(std::ldexp(double(d), e - 148));
 }
 
 struct Range {

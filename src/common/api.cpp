@@ -57,7 +57,7 @@ void qmv(Kernel kernel, const QuantizedMatrixView& w, std::span<const std::byte>
   if (options.threads < 0) fail("threads = " + std::to_string(options.threads) + " must be >= 0");
   if (kernel == Kernel::qmv_mma && w.dtype == DType::f32)
     fail("qmv_mma: dtype f32 has no exact tensor-core path (use bf16 or f16; qmv serves f32)");
-  const Activations a = widen_activations(x, m, w.k, w.dtype, is_exact_family(kernel) ? w.bits : 0);
+  const Activations a = widen_activations(x, m, w.k, w.dtype, is_exact_family(kernel));
   switch (kernel) {
     case Kernel::qmv: qmv_narrow(w, a, y, options.threads); break;
     case Kernel::qmv_streamed: qmv_streamed(w, a, y, options.streamed_max_vectors, options.threads); break;

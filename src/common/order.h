@@ -38,59 +38,114 @@ EXACTQ_HD float mul(float a, float b) {
 
 // ---- qmv family (qmv, qmv_streamed) ---------------------------------------------------------
 // One row, one vector. Chunk c (codes 32c .. 32c+31) belongs to lane c % 32; each lane takes its
-// chunks in increasing c. Per chunk, with x the f32 activations and q the integer codes:
-//   F = chunk_lift(x)                                            (a property of x alone)
-//   A = 0;  A = fma(lift_x(x[i], F, shift_i), scaled_code(q[i], shift_i), A)   for i = 0..31
-//   S = 0;  S = S + x[i]                                         for i = 0..31  (sum_step)
-//   R[lane] = R[lane] + fma(scale, unlift(A, F), bias * S)      (chunk_fold, lane_add)
+// chunks in increasing c. Per chunk, with x the f32 activations and q the integer codes
+// (decision 0003, docs/design.md §3):
+//   E   = exact_exponent(chunk_max_abs_bits(x))      every |x_i| < 2^(E-126)
+//   X_i = exact_integer(x_i, E)                      rint(x_i * 2^(148-E)), |X_i| < 2^22
+//   u   = exact_unscale(E)                           2^(E-148); NaN when the chunk holds a NaN or inf
+//   A   = chunk_value(exact_float(sum q_i X_i), u)   the sum is exact (|.| < 2^36): it has no order,
+//   S   = chunk_value(exact_float(sum X_i), u)       so any instruction may compute it
+//   R[lane] = R[lane] + fma(scale, A, bias * S)     (chunk_fold, lane_add)
 // then the xor butterfly over the 32 lanes with masks 16, 8, 4, 2, 1, and y = T(R).
 //
-// Why the lift (docs/design.md §3.1): a 32-bit pattern below 2^24 read as an f32 is exactly
-// pattern * 2^-149 (exponent field 0 or 1). So a code masked in place at bit `shift` of a word
-// already IS the float q * 2^(shift-149): one AND per code on the GPU, no int-to-float
-// conversion, no magic number to subtract. The activations are lifted by 2^(F-shift) to
-// compensate, so each product is x*q*2^(F-149), the true product times a power of two that
-// depends on the chunk of x only; unlift removes it from A once per chunk. When nothing
-// underflows, A is exactly the unlifted sum times 2^(F-149), so the lift changes no bit of the
-// plain fma(x, q, A) chain; it only makes the cheap decode legal.
+// Why integers: the f32 chain this replaced (32 dependent fmas per chunk, a code made a float by
+// one AND) costs two instructions per code and capped qmv at about 66 % of the H200's read
+// ceiling however its bytes were fed (session 11). An exact sum costs about one instruction per
+// code at 2, 4 and 8 bits (dp4a on three signed-byte digits of X), and because it is exact, the
+// CPU mirror reproduces it with any loop. With bf16 or f16 activations X is x exactly (11 or 8
+// significant bits, scaled by a power of two), so A and S are the true sums rounded once; with
+// f32 activations X keeps 22 bits below the chunk's largest |x|.
 inline constexpr int kLanes = 32;
 inline constexpr int kButterflySteps = 5;
 EXACTQ_HD constexpr int butterfly_mask(int step) { return 16 >> step; }  // 16, 8, 4, 2, 1
 
-// Where code i of a chunk is masked out. Its stream bits are [i*bits, i*bits + bits); word
-// j = i*bits/32 holds bit s = i*bits % 32 of them. The source is the word pair (w[j+1]:w[j])
-// shifted right by `code_source_offset` (0, 8 or 16: the least that puts the whole code below
-// bit 24, where a masked pattern is still linear in q), and the code then sits at `code_shift`.
-EXACTQ_HD constexpr int code_source_offset(int bits, int i) {
-  const int s = i * bits % 32;
-  return s + bits <= 24 ? 0 : (s + bits <= 32 ? 8 : 16);
-}
-EXACTQ_HD constexpr int code_shift(int bits, int i) { return i * bits % 32 - code_source_offset(bits, i); }
+inline constexpr int kExactNonFinite = 255;  // the exponent field of a NaN or an infinity
+inline constexpr int kExactScale = 148;      // X = x * 2^(148 - E): below 2^22 in magnitude
 
 // 2^n as an f32, for n in [-126, 127].
 EXACTQ_HD float pow2(int n) { return float_from_bits(std::uint32_t(n + 127) << 23); }
+// 2^n as an f32 for n in [-149, 127]: subnormal below -126, so a single multiply by it is exact
+// wherever its product is representable.
+EXACTQ_HD float exact_pow2(int n) { return n >= -126 ? pow2(n) : float_from_bits(1u << (n + 149)); }
 
-// The code as the float q * 2^(shift-149) (exact: the pattern q << shift is below 2^24).
-EXACTQ_HD float scaled_code(std::uint32_t q, int shift) { return float_from_bits(q << shift); }
-
-// F from the largest |x| of the chunk, given as its bit pattern (the largest pattern of
-// bits & 0x7fffffff; a NaN or infinity gives field 255). With E = max(exponent field, 1),
-// |x| < 2^(E-126), so F = 253 - E keeps every lifted value below 2^127, and capping F at 127
-// keeps the factor 2^(F-shift) an ordinary float. F is in [-2, 127].
-EXACTQ_HD int chunk_lift(std::uint32_t max_abs_bits) {
-  const int field = int(max_abs_bits >> 23);
-  const int e = field < 1 ? 1 : field;
-  return 253 - e < 127 ? 253 - e : 127;
+// The bit pattern of the chunk's largest |x| (a NaN or infinity has exponent field 255).
+EXACTQ_HD std::uint32_t chunk_max_abs_bits(const float* x) {
+  std::uint32_t m = 0;
+  for (int i = 0; i < kChunkValues; ++i) {
+    const std::uint32_t a = bits_from_float(x[i]) & 0x7fffffffu;
+    m = a > m ? a : m;
+  }
+  return m;
 }
-EXACTQ_HD float lift_x(float x, int lift, int shift) { return mul(x, pow2(lift - shift)); }
-// The two factors of unlift, 2^(149-F) split so each is an f32: 149-F is in [22, 151].
-EXACTQ_HD float unlift_first(int lift) { return pow2(149 - lift < 127 ? 149 - lift : 127); }
-EXACTQ_HD float unlift_second(int lift) { return pow2(149 - lift < 127 ? 0 : 149 - lift - 127); }
-// Both factors are >= 1 and |A| < 2^-9, so neither product rounds unless the true value overflows.
-EXACTQ_HD float unlift(float code_dot, float first, float second) { return mul(mul(code_dot, first), second); }
+EXACTQ_HD int exact_exponent(std::uint32_t max_abs_bits) {
+  const int field = int(max_abs_bits >> 23);
+  return field < 1 ? 1 : field;
+}
+// x * 2^(148 - E) in two multiplies (the factor can exceed the f32 range): both exact unless the
+// product falls below 2^-126, where the value is under 1/2 and rounds to 0 either way.
+EXACTQ_HD float exact_scaled(float x, int e) {
+  const int t = kExactScale - e, first = t < 127 ? t : 127;
+  return mul(mul(x, exact_pow2(first)), exact_pow2(t - first));
+}
+// X_i: the scaled value rounded half to even (|x| < 2^(E-126) keeps it below 2^22). A non-finite
+// chunk's X are 0: its u is NaN, so A and S are NaN whatever the sums are.
+EXACTQ_HD std::int32_t exact_integer(float x, int e) {
+  if (e >= kExactNonFinite) return 0;
+#if defined(__CUDA_ARCH__)
+  return __float2int_rn(exact_scaled(x, e));
+#else
+  return static_cast<std::int32_t>(std::nearbyint(exact_scaled(x, e)));  // the default mode: to nearest, ties to even
+#endif
+}
+// u = 2^(E - 148): exact, subnormal for E < 22; a quiet NaN for a non-finite chunk.
+EXACTQ_HD float exact_unscale(int e) { return e >= kExactNonFinite ? float_from_bits(0x7fc00000u) : exact_pow2(e - kExactScale); }
+// An exact integer sum as an f32, rounded once to nearest even.
+EXACTQ_HD float exact_float(std::int64_t sum) {
+#if defined(__CUDA_ARCH__)
+  return __ll2float_rn(sum);
+#else
+  return static_cast<float>(sum);
+#endif
+}
+EXACTQ_HD float exact_float(std::int32_t sum) {
+#if defined(__CUDA_ARCH__)
+  return __int2float_rn(sum);
+#else
+  return static_cast<float>(sum);
+#endif
+}
+// A or S: the rounded sum times u, which rounds again only where the result is subnormal.
+EXACTQ_HD float chunk_value(float rounded_sum, float unscale) { return mul(rounded_sum, unscale); }
+EXACTQ_HD float exact_chunk_value(std::int64_t sum, int e) { return chunk_value(exact_float(sum), exact_unscale(e)); }
+// X as three signed bytes, X = d0 + 2^8 d1 + 2^16 d2 (d2 in [-64, 64]): the operands of a
+// byte-wise integer dot (dp4a).
+EXACTQ_HD void exact_digits(std::int32_t x, std::int32_t (&d)[3]) {
+  d[0] = std::int32_t(std::int8_t(std::uint8_t(x & 0xff)));
+  d[1] = std::int32_t(std::int8_t(std::uint8_t(((x - d[0]) >> 8) & 0xff)));
+  d[2] = (x - d[0] - 256 * d[1]) >> 16;
+}
+// The same three digits as bytes 0, 1 and 2 of one word (two's complement), in two operations:
+// adding 0x8080 carries out of a byte exactly where exact_digits borrows from the next digit, and
+// the xor takes the 128 back off the two low bytes.
+EXACTQ_HD std::uint32_t exact_digit_bytes(std::int32_t x) { return (std::uint32_t(x) + 0x8080u) ^ 0x8080u; }
 
-EXACTQ_HD float code_step(float acc, float lifted_x, float scaled_q) { return fma(lifted_x, scaled_q, acc); }
-EXACTQ_HD float sum_step(float sum, float x) { return add(sum, x); }
+// The facts of one chunk of x that every row shares: X (into `integers`), S and u. Kernels
+// compute them once per vector; the GPU's warp-parallel staging computes the same values.
+struct ChunkFacts {
+  float sum;      // S
+  float unscale;  // u
+};
+EXACTQ_HD ChunkFacts exact_chunk(const float* x, std::int32_t* integers) {
+  const int e = exact_exponent(chunk_max_abs_bits(x));
+  std::int32_t total = 0;  // |sum X| < 2^27
+  for (int i = 0; i < kChunkValues; ++i) {
+    integers[i] = exact_integer(x[i], e);
+    total += integers[i];
+  }
+  const float u = exact_unscale(e);
+  return {chunk_value(exact_float(total), u), u};
+}
+
 EXACTQ_HD float chunk_fold(float scale, float bias, float code_dot, float x_sum) {
   return fma(scale, code_dot, mul(bias, x_sum));
 }
@@ -108,80 +163,6 @@ inline float butterfly(const float lanes[kLanes]) {
     for (int l = 0; l < kLanes; ++l) r[l] = next[l];
   }
   return r[0];
-}
-
-// The per-chunk facts of x that every row shares, so kernels compute them once per vector:
-// the sum S, the lift F, and the lifted activations (which also depend on the code shifts, so
-// on bits).
-EXACTQ_HD float chunk_x_sum(const float* x) {
-  float s = 0.0f;
-  for (int i = 0; i < kChunkValues; ++i) s = sum_step(s, x[i]);
-  return s;
-}
-EXACTQ_HD std::uint32_t chunk_max_abs_bits(const float* x) {
-  std::uint32_t m = 0;
-  for (int i = 0; i < kChunkValues; ++i) {
-    const std::uint32_t a = bits_from_float(x[i]) & 0x7fffffffu;
-    m = a > m ? a : m;
-  }
-  return m;
-}
-
-// ---- the exact integer chunk dot (decision 0003: decided for qmv, not yet its order) -----------
-// One definition of the arithmetic that qmv's chunk dot is to become; used today by
-// bench/prototypes/qmv_tma_prototype.cu and pinned by tests/cpu/test_exact_chunk_dot.cpp. Per
-// chunk of 32 values of one vector:
-//   E   = exact_exponent(chunk_max_abs_bits(x))      every |x_i| < 2^(E-126)
-//   X_i = exact_integer(x_i, E)                       rint(x_i * 2^(148-E)), |X_i| < 2^22
-//   D   = sum q_i * X_i, exactly (int64)             no order: any instruction may compute it
-//   A   = exact_chunk_value(D, E)                     float(D) rounded once, times 2^(E-148)
-// then qmv's fold, lane chains and butterfly as above. A chunk holding a NaN or an infinity has
-// E = 255 and A = NaN.
-inline constexpr int kExactNonFinite = 255;
-inline constexpr int kExactScale = 148;  // X = x * 2^(148 - E): below 2^22 in magnitude
-
-EXACTQ_HD int exact_exponent(std::uint32_t max_abs_bits) {
-  const int field = int(max_abs_bits >> 23);
-  return field < 1 ? 1 : field;
-}
-// 2^n as an f32 for n in [-149, 127]: subnormal below -126, so a single multiply by it is exact
-// wherever its product is representable.
-EXACTQ_HD float exact_pow2(int n) {
-  return n >= -126 ? pow2(n) : float_from_bits(1u << (n + 149));
-}
-// x * 2^(148 - E) in two multiplies (the factor can exceed the f32 range): both exact unless the
-// product falls below 2^-126, where the value is under 1/2 and rounds to 0 either way.
-EXACTQ_HD float exact_scaled(float x, int e) {
-  const int t = kExactScale - e, first = t < 127 ? t : 127;
-  return mul(mul(x, exact_pow2(first)), exact_pow2(t - first));
-}
-// X_i: the scaled value rounded half to even (|x| < 2^(E-126) keeps it below 2^22). A non-finite
-// chunk's X are 0: its A is NaN whatever D is.
-EXACTQ_HD std::int32_t exact_integer(float x, int e) {
-  if (e >= kExactNonFinite) return 0;
-#if defined(__CUDA_ARCH__)
-  return __float2int_rn(exact_scaled(x, e));
-#else
-  return static_cast<std::int32_t>(std::nearbyint(exact_scaled(x, e)));  // the default mode: to nearest, ties to even
-#endif
-}
-// A = float(D) * 2^(E - 148): the conversion rounds once, the power of two (exact, subnormal
-// for E < 22) rounds again only where the result is subnormal.
-EXACTQ_HD float exact_chunk_value(std::int64_t dot, int e) {
-  if (e >= kExactNonFinite) return float_from_bits(0x7fc00000u);
-#if defined(__CUDA_ARCH__)
-  const float d = __ll2float_rn(dot);
-#else
-  const float d = static_cast<float>(dot);
-#endif
-  return mul(d, exact_pow2(e - kExactScale));
-}
-// X as three signed bytes, X = d0 + 2^8 d1 + 2^16 d2 (d2 in [-64, 64]): the operands of a
-// byte-wise integer dot (dp4a, or an integer mma).
-EXACTQ_HD void exact_digits(std::int32_t x, std::int32_t (&d)[3]) {
-  d[0] = std::int32_t(std::int8_t(std::uint8_t(x & 0xff)));
-  d[1] = std::int32_t(std::int8_t(std::uint8_t(((x - d[0]) >> 8) & 0xff)));
-  d[2] = (x - d[0] - 256 * d[1]) >> 16;
 }
 
 // ---- qmv_wide (the inexact arm) -------------------------------------------------------------

@@ -16,47 +16,33 @@
 namespace exactq::cpu {
 
 // x widened to f32 ([m, k]) and, for the qmv family, the per-chunk facts of order.h that every
-// row shares: the sum S and the two unlift factors ([m, k/32]) and the lifted activations
-// ([m, k], which depend on the code shifts and so on bits).
+// row shares: the integers X ([m, k]) and, per chunk, S and u ([m, k/32]).
 struct Activations {
   std::vector<float> x;
-  std::vector<float> chunk_sums;
-  std::vector<float> lifted;
-  std::vector<float> unlift_first, unlift_second;
+  std::vector<std::int32_t> integers;
+  std::vector<order::ChunkFacts> facts;
   std::int64_t m = 0;
   std::int64_t k = 0;
 
   const float* row(std::int64_t v) const { return x.data() + v * k; }
-  const float* sums(std::int64_t v) const { return chunk_sums.data() + v * (k / kChunkValues); }
-  const float* lifted_row(std::int64_t v) const { return lifted.data() + v * k; }
+  const std::int32_t* integer_row(std::int64_t v) const { return integers.data() + v * k; }
+  const order::ChunkFacts* chunk_facts(std::int64_t v) const { return facts.data() + v * (k / kChunkValues); }
 };
 
-// `family_bits` > 0 computes the qmv family's per-chunk facts for that bit width.
-inline Activations widen_activations(std::span<const std::byte> x, std::int64_t m, std::int64_t k,
-                                     DType dtype, int family_bits) {
+// `family` computes the qmv family's per-chunk facts too.
+inline Activations widen_activations(std::span<const std::byte> x, std::int64_t m, std::int64_t k, DType dtype,
+                                     bool family) {
   Activations a;
   a.m = m;
   a.k = k;
   a.x.resize(std::size_t(m * k));
   for (std::int64_t i = 0; i < m * k; ++i) a.x[std::size_t(i)] = load_f32(x.data(), std::size_t(i), dtype);
-  if (family_bits > 0) {
+  if (family) {
     const std::int64_t chunks = k / kChunkValues;
-    const std::size_t per_chunk = std::size_t(m * chunks);
-    a.chunk_sums.resize(per_chunk);
-    a.unlift_first.resize(per_chunk);
-    a.unlift_second.resize(per_chunk);
-    a.lifted.resize(a.x.size());
-    for (std::int64_t v = 0; v < m; ++v)
-      for (std::int64_t c = 0; c < chunks; ++c) {
-        const std::size_t at = std::size_t(v * chunks + c);
-        const float* xc = a.row(v) + c * kChunkValues;
-        const int lift = order::chunk_lift(order::chunk_max_abs_bits(xc));
-        a.chunk_sums[at] = order::chunk_x_sum(xc);
-        a.unlift_first[at] = order::unlift_first(lift);
-        a.unlift_second[at] = order::unlift_second(lift);
-        float* lc = a.lifted.data() + (v * k + c * kChunkValues);
-        for (int i = 0; i < kChunkValues; ++i) lc[i] = order::lift_x(xc[i], lift, order::code_shift(family_bits, i));
-      }
+    a.integers.resize(a.x.size());
+    a.facts.resize(std::size_t(m * chunks));
+    for (std::int64_t c = 0; c < m * chunks; ++c)
+      a.facts[std::size_t(c)] = order::exact_chunk(a.x.data() + c * kChunkValues, a.integers.data() + c * kChunkValues);
   }
   return a;
 }
@@ -91,11 +77,11 @@ void parallel_rows(std::int64_t n, int threads, Body&& body) {
   for (auto& t : pool) t.join();
 }
 
-// The 32 codes of chunk c of a row, as the scaled floats of order.h (exact).
-inline void chunk_scaled_codes(const std::uint8_t* row, std::int64_t c, int bits, float q[kChunkValues]) {
-  std::uint8_t codes[kChunkValues];
-  unpack_chunk(row + c * chunk_bytes(bits), bits, codes);
-  for (int i = 0; i < kChunkValues; ++i) q[i] = order::scaled_code(codes[i], order::code_shift(bits, i));
+// The exact code dot of one chunk of a row against one vector's X (order.h: any order gives it).
+inline std::int64_t chunk_code_dot(const std::uint8_t* codes, const std::int32_t* integers) {
+  std::int64_t dot = 0;
+  for (int i = 0; i < kChunkValues; ++i) dot += std::int64_t(codes[i]) * integers[i];
+  return dot;
 }
 
 // The 32 codes of chunk c of a row, as plain floats (exact: codes are below 2^8).

@@ -10,18 +10,16 @@ static float qmv_row(const std::uint8_t* row, const float* scales, const float* 
                      const Activations& x, std::int64_t v, std::int64_t chunks) {
   float lanes[order::kLanes] = {};
   const std::int64_t chunks_per_group = group / kChunkValues;
-  const float* lifted = x.lifted_row(v);
-  const std::size_t facts = std::size_t(v * chunks);
+  const std::int32_t* integers = x.integer_row(v);
+  const order::ChunkFacts* facts = x.chunk_facts(v);
   for (std::int64_t c = 0; c < chunks; ++c) {
-    float q[kChunkValues];
-    chunk_scaled_codes(row, c, bits, q);
-    const float* xc = lifted + c * kChunkValues;
-    float a = 0.0f;
-    for (int i = 0; i < kChunkValues; ++i) a = order::code_step(a, xc[i], q[i]);
-    a = order::unlift(a, x.unlift_first[facts + c], x.unlift_second[facts + c]);
+    std::uint8_t codes[kChunkValues];
+    unpack_chunk(row + c * chunk_bytes(bits), bits, codes);
+    const float a = order::chunk_value(order::exact_float(chunk_code_dot(codes, integers + c * kChunkValues)),
+                                       facts[c].unscale);
     const std::int64_t g = c / chunks_per_group;
     const int lane = int(c % order::kLanes);
-    lanes[lane] = order::lane_add(lanes[lane], order::chunk_fold(scales[g], biases[g], a, x.sums(v)[c]));
+    lanes[lane] = order::lane_add(lanes[lane], order::chunk_fold(scales[g], biases[g], a, facts[c].sum));
   }
   return order::butterfly(lanes);
 }

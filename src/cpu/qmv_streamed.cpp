@@ -1,6 +1,6 @@
 // qmv_streamed on the CPU: qmv's order exactly, with each decoded chunk reused across a tile of
 // up to V vectors (docs/design.md §4). Per vector, the sequence of operations is qmv's: the same
-// chunk-to-lane map, the same code_step chain, the same fold and butterfly. Only the loop nest
+// chunk-to-lane map, the same exact chunk dot, the same fold and butterfly. Only the loop nest
 // differs (weights outside, vectors inside), which is the whole point of the kernel.
 #include <algorithm>
 
@@ -22,18 +22,16 @@ void qmv_streamed(const QuantizedMatrixView& w, const Activations& x, std::span<
         const int tile = int(std::min<std::int64_t>(max_vectors, x.m - v0));
         std::fill(lanes.begin(), lanes.end(), 0.0f);
         for (std::int64_t c = 0; c < chunks; ++c) {
-          float q[kChunkValues];
-          chunk_scaled_codes(row, c, w.bits, q);  // decoded once for the whole tile
+          std::uint8_t codes[kChunkValues];
+          unpack_chunk(row + c * chunk_bytes(w.bits), w.bits, codes);  // decoded once for the whole tile
           const std::int64_t g = c / chunks_per_group;
           const int lane = int(c % order::kLanes);
           for (int v = 0; v < tile; ++v) {
-            const float* xc = x.lifted_row(v0 + v) + c * kChunkValues;
-            float a = 0.0f;
-            for (int i = 0; i < kChunkValues; ++i) a = order::code_step(a, xc[i], q[i]);
-            const std::size_t at = std::size_t((v0 + v) * chunks + c);
-            a = order::unlift(a, x.unlift_first[at], x.unlift_second[at]);
+            const order::ChunkFacts f = x.chunk_facts(v0 + v)[c];
+            const std::int64_t dot = chunk_code_dot(codes, x.integer_row(v0 + v) + c * kChunkValues);
+            const float a = order::chunk_value(order::exact_float(dot), f.unscale);
             float& total = lanes[std::size_t(v) * order::kLanes + lane];
-            total = order::lane_add(total, order::chunk_fold(scales[g], biases[g], a, x.sums(v0 + v)[c]));
+            total = order::lane_add(total, order::chunk_fold(scales[g], biases[g], a, f.sum));
           }
         }
         for (int v = 0; v < tile; ++v)

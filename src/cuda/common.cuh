@@ -70,23 +70,26 @@ __device__ __forceinline__ void decode_codes(const std::uint32_t* words, float* 
   }(std::make_integer_sequence<int, COUNT>{});
 }
 
-// Code I of a chunk as order.h's scaled float q * 2^(shift-149): its bits masked in place
-// (docs/design.md §3.1). One AND per code; the shifted source words (offset 8 or 16) are
-// computed once per word and shared by the codes they serve.
+// ---- exact integer dots (the qmv family, docs/design.md §3) --------------------------------------
+// Code I of a chunk as an integer: one shift and one AND (a funnel shift for a code crossing two
+// words), both folded away where the code starts at bit 0 or ends at bit 32.
 template <int BITS, int I>
-__device__ __forceinline__ float scaled_code_at(const std::uint32_t* words) {
+__device__ __forceinline__ std::uint32_t code_value(const std::uint32_t* words) {
   constexpr int bit = I * BITS, word = bit / 32, s = bit % 32;
-  constexpr int offset = order::code_source_offset(BITS, I);
-  constexpr std::uint32_t mask = ((1u << BITS) - 1u) << order::code_shift(BITS, I);
-  std::uint32_t source;
-  if constexpr (offset == 0) {
-    source = words[word];
-  } else if constexpr (s + BITS <= 32) {
-    source = words[word] >> offset;
+  constexpr std::uint32_t mask = (1u << BITS) - 1u;
+  if constexpr (s + BITS <= 32) {
+    return (words[word] >> s) & mask;
   } else {
-    source = __funnelshift_r(words[word], words[word + 1], offset);  // a code crossing two words
+    return __funnelshift_r(words[word], words[word + 1], s) & mask;
   }
-  return __uint_as_float(source & mask);
+}
+
+// c + the dot of four unsigned bytes of a with four signed bytes of b (exact: no rounding, and
+// the callers keep every sum far below 2^31).
+__device__ __forceinline__ int byte_dot(std::uint32_t a, std::uint32_t b, int c) {
+  int d;
+  asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
 }
 
 // ---- weight loads ----------------------------------------------------------------------------

@@ -7,7 +7,7 @@
 
 namespace exactq::cuda_detail {
 
-// Rows per warp: each piece of lifted activations read from shared memory serves 4 rows.
+// Rows per warp: each piece of staged activations read from shared memory serves 4 rows.
 // Numerically irrelevant: rows are independent.
 inline constexpr int kFamilyRows = 4;
 
@@ -20,7 +20,7 @@ inline constexpr double kFamilySharedBudget = 72 * 1024;
 #endif
 
 inline int family_tile(std::int64_t k, int vectors) {
-  return k_tile(k, vectors, 1.0 / 8, kFamilySharedBudget);  // + a float4 of facts per 32 values
+  return k_tile(k, vectors, 1.0 / 16, kFamilySharedBudget);  // 4 bytes of X per value at most, + a float2 of facts per 32
 }
 
 template <int BITS, int V, int ROWS, int PARAM>
@@ -44,13 +44,13 @@ void launch_family(const QuantizedMatrixView& w, const void* x, std::int64_t vec
   if constexpr (V == 1) {
     for (int s = EXACTQ_QMV_SPLIT_MAX; s >= 2 && p.split == 1; s /= 2) {
       if (w.k > p.tile_values || family_rounds(w.k) < s) continue;
-      const std::size_t with_park = family_shared_bytes(1, p.tile_values) + split_park_bytes(s, ROWS, w.k);
+      const std::size_t with_park = family_shared_bytes<BITS>(1, p.tile_values) + split_park_bytes(s, ROWS, w.k);
       const std::int64_t warps =
           std::int64_t(family_blocks_per_sm<BITS, V, ROWS, PARAM>(with_park)) * sm_count() * kWarps;
       if (tasks * s <= warps) p.split = s;
     }
   }
-  const std::size_t smem = family_shared_bytes(V, p.tile_values) + split_park_bytes(p.split, ROWS, w.k);
+  const std::size_t smem = family_shared_bytes<BITS>(V, p.tile_values) + split_park_bytes(p.split, ROWS, w.k);
   const std::int64_t resident = std::int64_t(family_blocks_per_sm<BITS, V, ROWS, PARAM>(smem)) * sm_count();
   // As many blocks as fit, each with at least one task: when there are fewer tasks than resident
   // warps, they spread over every SM (some warps of each block only stage) instead of filling
@@ -69,7 +69,7 @@ template <int BITS, int V, int ROWS, int PARAM>
 cuda::KernelResources family_resources() {
   cudaFuncAttributes a{};
   EXACTQ_CUDA_CHECK(cudaFuncGetAttributes(&a, qmv_family_kernel<BITS, V, ROWS, PARAM>));
-  const std::size_t smem = family_shared_bytes(V, family_tile(4096, V));
+  const std::size_t smem = family_shared_bytes<BITS>(V, family_tile(4096, V));
   return {a.numRegs, int(a.localSizeBytes), a.maxThreadsPerBlock, family_blocks_per_sm<BITS, V, ROWS, PARAM>(smem)};
 }
 

@@ -5,12 +5,14 @@
 //
 // Layout: 8 warps per block, ROWS output rows per warp (how rows are spread over warps does not
 // enter any row's order). Lane l takes chunks l, l+32, ... of K in increasing order, exactly the
-// CPU mirror's lane map. K is walked in tiles staged once per block in shared memory: the lifted
-// activations of §3.1 and, per chunk, the facts every row shares (S and the unlift factors).
+// CPU mirror's lane map. K is walked in tiles staged once per block in shared memory: the integers
+// X of §3 (as dp4a digits or int32) and, per chunk, the facts every row shares (S and u).
 //
 // Cost per weight and vector, which is what decides the speed at M = 1 (the H200 can issue
-// about 4.6 instructions per weight at its read ceiling): one AND (the code is masked in place,
-// already a float), one FFMA, and per 4 weights one shared-memory read split over ROWS rows.
+// about 4.6 instructions per weight at its read ceiling): at 4 bits, 8 codes take two ANDs and
+// six dp4a, plus per 16 codes two 16-byte shared-memory reads split over ROWS rows, and per chunk
+// a few integer adds, one conversion and qmv's fold. The f32 chain this replaced took two
+// instructions per code and capped qmv near 66 % of the ceiling (decision 0003).
 #pragma once
 
 #include "cuda/common.cuh"
@@ -31,15 +33,38 @@ struct QmvParams {
   int split;  // qmv, one K tile: warps per task (1, 2 or 4), K cut into that many runs of rounds
 };
 
-// Where piece j (values 4j .. 4j+3) of chunk c of a tile sits, in float4s. Chunk-interleaved:
-// the pieces j of 32 consecutive chunks are 32 consecutive float4s, so lane l reads its chunk's
-// pieces at fixed offsets from one base and a warp's 32 reads are conflict-free.
-__device__ __forceinline__ int piece_index(int c, int j) { return (c >> 5) * 256 + j * 32 + (c & 31); }
+// ---- x in shared memory: the integers X of order.h, per chunk ------------------------------------
+// At 2, 4 and 8 bits the code dot is dp4a's: a code word masked so that every byte holds one code
+// (times 2^(k*BITS) for mask k), against four signed-byte digits of X. So X is staged as its three
+// digits (order::exact_digit_bytes), each in the byte that meets its code: mask k of code word j
+// is "slot" s = j * (8/BITS) + k, whose byte b holds value i = j * (32/BITS) + b * (8/BITS) + k,
+// and word 3s + d holds digit d of those four values. 24 words, 6 pieces of 16 bytes per chunk.
+// At 3, 5 and 6 bits codes are extracted one by one (they cross bytes), so X is staged as int32:
+// 8 pieces of 4 values per chunk.
+template <int BITS>
+inline constexpr bool kByteDot = BITS == 2 || BITS == 4 || BITS == 8;
+template <int BITS>
+inline constexpr int kPieces = kByteDot<BITS> ? 6 : 8;  // 16-byte pieces per chunk and vector
+inline constexpr int kSlots = 8;                         // dp4a slots per chunk: 32 codes, 4 per word
 
-// Shared memory of one block: per vector, tile_values lifted activations, then per chunk a float4
-// {S, unlift_first, unlift_second, unused}.
-inline std::size_t family_shared_bytes(int vectors, int tile_values) {
-  return std::size_t(vectors) * tile_values * 4 + std::size_t(vectors) * (tile_values / kChunkValues) * 16;
+// Where piece j of chunk c of a tile sits, in 16-byte units. Chunk-interleaved: the pieces j of 32
+// consecutive chunks are 32 consecutive units, so lane l reads its chunk's pieces at fixed offsets
+// from one base and a warp's 32 reads are conflict-free.
+template <int BITS>
+__device__ __forceinline__ int piece_index(int c, int j) {
+  return (c >> 5) * (32 * kPieces<BITS>) + j * 32 + (c & 31);
+}
+// Value of byte b of dp4a slot s.
+template <int BITS>
+__host__ __device__ constexpr int slot_value(int s, int b) {
+  return (s / (8 / BITS)) * (32 / BITS) + b * (8 / BITS) + s % (8 / BITS);
+}
+
+// Shared memory of one block: per vector, the pieces of tile_values / 32 chunks, then per vector
+// and chunk the facts {S, u} as a float2.
+template <int BITS>
+std::size_t family_shared_bytes(int vectors, int tile_values) {
+  return std::size_t(vectors) * (tile_values / kChunkValues) * (16 * kPieces<BITS> + 8);
 }
 // Rounds of a row: a chunk per lane per round.
 EXACTQ_HD int family_rounds(std::int64_t k) { return int((k / kChunkValues + 31) / 32); }
@@ -53,11 +78,11 @@ inline std::size_t split_park_bytes(int split, int rows, std::int64_t k) {
   return std::size_t(kWarps / split) * std::size_t(rounds - first_part) * rows * 32 * 4;
 }
 
-// One thread per (vector, chunk): reads the chunk's 32 activations, then computes order.h's
-// per-chunk facts in the chunk's own order (the sum S runs i = 0..31).
+// A thread per (vector, chunk), as order::exact_chunk: its 32 values, E, X, S and u, then the
+// digits packed four to a word by byte permutes (7 per slot) and stored as 16-byte pieces.
 template <int BITS, int V>
-__device__ __forceinline__ void stage_lifted(float4* lifted, float4* facts, int tile_values, const QmvParams& p,
-                                             std::int64_t v0, std::int64_t first, int count) {
+__device__ __forceinline__ void stage_integers(uint4* pieces, float2* facts, int tile_values, const QmvParams& p,
+                                               std::int64_t v0, std::int64_t first, int count) {
   const int chunks = count / kChunkValues;
   const int tile_chunks = tile_values / kChunkValues;
   for (int t = threadIdx.x; t < V * chunks; t += blockDim.x) {
@@ -84,17 +109,46 @@ __device__ __forceinline__ void stage_lifted(float4* lifted, float4* facts, int 
         }
       }
     }
-    const int lift = order::chunk_lift(order::chunk_max_abs_bits(x));
-    facts[v * tile_chunks + c] =
-        make_float4(order::chunk_x_sum(x), order::unlift_first(lift), order::unlift_second(lift), 0.0f);
-    float4* out = lifted + v * (tile_values / 4);
+    std::int32_t big[kChunkValues];
+    const order::ChunkFacts f = order::exact_chunk(x, big);
+    facts[v * tile_chunks + c] = make_float2(f.sum, f.unscale);
+    uint4* out = pieces + v * tile_chunks * kPieces<BITS>;
+    if constexpr (kByteDot<BITS>) {
+      std::uint32_t words[3 * kSlots];
 #pragma unroll
-    for (int j = 0; j < kChunkValues / 4; ++j)
-      out[piece_index(c, j)] = make_float4(
-          order::lift_x(x[4 * j], lift, order::code_shift(BITS, 4 * j)),
-          order::lift_x(x[4 * j + 1], lift, order::code_shift(BITS, 4 * j + 1)),
-          order::lift_x(x[4 * j + 2], lift, order::code_shift(BITS, 4 * j + 2)),
-          order::lift_x(x[4 * j + 3], lift, order::code_shift(BITS, 4 * j + 3)));
+      for (int slot = 0; slot < kSlots; ++slot) {
+        std::uint32_t d[4];
+#pragma unroll
+        for (int b = 0; b < 4; ++b) d[b] = order::exact_digit_bytes(big[slot_value<BITS>(slot, b)]);
+        const std::uint32_t low01 = __byte_perm(d[0], d[1], 0x5140), low23 = __byte_perm(d[2], d[3], 0x5140);
+        const std::uint32_t high01 = __byte_perm(d[0], d[1], 0x7362), high23 = __byte_perm(d[2], d[3], 0x7362);
+        words[3 * slot] = __byte_perm(low01, low23, 0x5410);      // digit 0 of the four values
+        words[3 * slot + 1] = __byte_perm(low01, low23, 0x7632);  // digit 1
+        words[3 * slot + 2] = __byte_perm(high01, high23, 0x5410);  // digit 2
+      }
+#pragma unroll
+      for (int j = 0; j < kPieces<BITS>; ++j)
+        out[piece_index<BITS>(c, j)] = make_uint4(words[4 * j], words[4 * j + 1], words[4 * j + 2], words[4 * j + 3]);
+    } else {
+#pragma unroll
+      for (int j = 0; j < kPieces<BITS>; ++j)
+        out[piece_index<BITS>(c, j)] =
+            make_uint4(std::uint32_t(big[4 * j]), std::uint32_t(big[4 * j + 1]), std::uint32_t(big[4 * j + 2]),
+                       std::uint32_t(big[4 * j + 3]));
+    }
+  }
+}
+
+// The exact code dot of a chunk of one row with one vector's X: below 2^31 in magnitude up to
+// 4 bits (32 * 15 * 2^22), so 32-bit arithmetic (wrapping, as unsigned) holds it; up to 2^36 above.
+template <int BITS>
+using CodeDot = std::conditional_t<(BITS <= 4), std::uint32_t, std::int64_t>;
+template <int BITS>
+__device__ __forceinline__ float code_dot_value(CodeDot<BITS> dot, float unscale) {
+  if constexpr (BITS <= 4) {
+    return order::chunk_value(order::exact_float(static_cast<std::int32_t>(dot)), unscale);
+  } else {
+    return order::chunk_value(order::exact_float(dot), unscale);
   }
 }
 
@@ -103,43 +157,83 @@ __device__ __forceinline__ void stage_lifted(float4* lifted, float4* facts, int 
 // added in order later by the warp that owns the lane's chain.
 template <int BITS, int V, int ROWS, bool PARK = false>
 __device__ __forceinline__ void chunk_step(const std::uint32_t (&w)[ROWS][BITS], const float (&scale)[ROWS],
-                                           const float (&bias)[ROWS], const float4* lifted, int vector_stride,
-                                           const float4* facts, int facts_stride, int c, float (&total)[ROWS][V]) {
-  float acc[ROWS][V];
+                                           const float (&bias)[ROWS], const uint4* pieces, int vector_stride,
+                                           const float2* facts, int facts_stride, int c, float (&total)[ROWS][V]) {
+  CodeDot<BITS> dot[ROWS][V];
 #pragma unroll
   for (int r = 0; r < ROWS; ++r)
 #pragma unroll
-    for (int v = 0; v < V; ++v) acc[r][v] = 0.0f;
-  const float4* base = lifted + piece_index(c, 0);
-  // Four codes at a time: a piece of lifted activations is read once for all rows.
-  [&]<int... J>(std::integer_sequence<int, J...>) {
-    (
-        [&] {
-          constexpr int j = J;
-          float4 xv[V];
+    for (int v = 0; v < V; ++v) dot[r][v] = 0;
+  const uint4* base = pieces + piece_index<BITS>(c, 0);
+  if constexpr (kByteDot<BITS>) {
+    // Mask k of code word j keeps each byte's code times 2^(k*BITS); three dp4a sum it against the
+    // three digits of X, and the shift back by k*BITS is exact (each sum is a multiple of it).
+    constexpr int masks = 8 / BITS;
+    constexpr std::uint32_t low_codes = 0x01010101u * ((1u << BITS) - 1u);
 #pragma unroll
-          for (int v = 0; v < V; ++v) xv[v] = base[v * vector_stride + j * 32];
+    for (int v = 0; v < V; ++v) {
+      std::uint32_t digits[3 * kSlots];
 #pragma unroll
-          for (int r = 0; r < ROWS; ++r) {
-            const float q0 = scaled_code_at<BITS, 4 * j>(w[r]), q1 = scaled_code_at<BITS, 4 * j + 1>(w[r]);
-            const float q2 = scaled_code_at<BITS, 4 * j + 2>(w[r]), q3 = scaled_code_at<BITS, 4 * j + 3>(w[r]);
+      for (int j = 0; j < kPieces<BITS>; ++j) {
+        const uint4 q = base[v * vector_stride + j * 32];
+        digits[4 * j] = q.x, digits[4 * j + 1] = q.y, digits[4 * j + 2] = q.z, digits[4 * j + 3] = q.w;
+      }
+#pragma unroll
+      for (int r = 0; r < ROWS; ++r) {
+        int part[masks][3];
+#pragma unroll
+        for (int k = 0; k < masks; ++k) part[k][0] = part[k][1] = part[k][2] = 0;
+#pragma unroll
+        for (int j = 0; j < BITS; ++j)
+#pragma unroll
+          for (int k = 0; k < masks; ++k) {
+            const std::uint32_t codes = w[r][j] & (low_codes << (k * BITS));
+            const int slot = j * masks + k;
+#pragma unroll
+            for (int d = 0; d < 3; ++d) part[k][d] = byte_dot(codes, digits[3 * slot + d], part[k][d]);
+          }
+#pragma unroll
+        for (int d = 0; d < 3; ++d) {
+          int digit_dot = part[0][d];
+#pragma unroll
+          for (int k = 1; k < masks; ++k) digit_dot += part[k][d] >> (k * BITS);
+          dot[r][v] += CodeDot<BITS>(digit_dot) << (8 * d);
+        }
+      }
+    }
+  } else {
+    // Codes one by one against X; 8 products (|.| < 2^31 even at 6 bits) per 32-bit partial sum.
+    const int4* xs = reinterpret_cast<const int4*>(base);
+    [&]<int... J>(std::integer_sequence<int, J...>) {
+      (
+          [&] {
+            constexpr int j = J;  // values 8j .. 8j+7
 #pragma unroll
             for (int v = 0; v < V; ++v) {
-              acc[r][v] = order::code_step(acc[r][v], xv[v].x, q0);
-              acc[r][v] = order::code_step(acc[r][v], xv[v].y, q1);
-              acc[r][v] = order::code_step(acc[r][v], xv[v].z, q2);
-              acc[r][v] = order::code_step(acc[r][v], xv[v].w, q3);
+              const int4 a = xs[v * vector_stride + (2 * j) * 32], b = xs[v * vector_stride + (2 * j + 1) * 32];
+#pragma unroll
+              for (int r = 0; r < ROWS; ++r) {
+                int part = int(code_value<BITS, 8 * j>(w[r])) * a.x;
+                part += int(code_value<BITS, 8 * j + 1>(w[r])) * a.y;
+                part += int(code_value<BITS, 8 * j + 2>(w[r])) * a.z;
+                part += int(code_value<BITS, 8 * j + 3>(w[r])) * a.w;
+                part += int(code_value<BITS, 8 * j + 4>(w[r])) * b.x;
+                part += int(code_value<BITS, 8 * j + 5>(w[r])) * b.y;
+                part += int(code_value<BITS, 8 * j + 6>(w[r])) * b.z;
+                part += int(code_value<BITS, 8 * j + 7>(w[r])) * b.w;
+                dot[r][v] += CodeDot<BITS>(part);
+              }
             }
-          }
-        }(),
-        ...);
-  }(std::make_integer_sequence<int, kChunkValues / 4>{});
+          }(),
+          ...);
+    }(std::make_integer_sequence<int, kChunkValues / 8>{});
+  }
 #pragma unroll
   for (int v = 0; v < V; ++v) {
-    const float4 f = facts[v * facts_stride + c];  // {S, unlift_first, unlift_second}
+    const float2 f = facts[v * facts_stride + c];  // {S, u}
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
-      const float folded = order::chunk_fold(scale[r], bias[r], order::unlift(acc[r][v], f.y, f.z), f.x);
+      const float folded = order::chunk_fold(scale[r], bias[r], code_dot_value<BITS>(dot[r][v], f.y), f.x);
       total[r][v] = PARK ? folded : order::lane_add(total[r][v], folded);
     }
   }
@@ -157,10 +251,10 @@ inline constexpr int kFamilyMinBlocks = V >= 6 ? 1 : (V == 1 && ROWS <= 2 ? EXAC
 template <int BITS, int V, int ROWS, int PARAM>
 __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
     qmv_family_kernel(const QmvParams p) {
-  extern __shared__ float4 shared_raw[];
-  float4* lifted = shared_raw;                                 // [V][tile_values / 4], interleaved
-  float4* facts = lifted + V * (p.tile_values / 4);            // [V][tile_values / 32]
-  const int vector_stride = p.tile_values / 4, tile_chunks = p.tile_values / kChunkValues;
+  extern __shared__ uint4 shared_raw[];
+  const int tile_chunks = p.tile_values / kChunkValues, vector_stride = tile_chunks * kPieces<BITS>;
+  uint4* pieces = shared_raw;                                                   // [V][vector_stride], interleaved
+  float2* facts = reinterpret_cast<float2*>(pieces + V * vector_stride);       // [V][tile_chunks]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const std::int64_t row_bytes = p.k * BITS / 8;
   const std::int64_t groups = p.k / p.group;
@@ -242,7 +336,7 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
       if (tiles > 1 || trip == 0) {
         if (trip == 0 && tile == 0) wait_for_previous_grid();  // x may be the previous kernel's output
         __syncthreads();  // everyone is done with the previous tile
-        stage_lifted<BITS, V>(lifted, facts, p.tile_values, p, v0, first, count);
+        stage_integers<BITS, V>(pieces, facts, p.tile_values, p, v0, first, count);
         __syncthreads();
       }
       auto step = [&](const std::uint32_t (&w)[ROWS][BITS], const std::uint32_t (&sc_bits)[ROWS],
@@ -252,10 +346,10 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
         for (int r = 0; r < ROWS; ++r)
           sc[r] = param_value<PARAM>(sc_bits[r], p.dtype), bi[r] = param_value<PARAM>(bi_bits[r], p.dtype);
         if (V > 1 || part == 0) {
-          chunk_step<BITS, V, ROWS>(w, sc, bi, lifted, vector_stride, facts, tile_chunks, c, total);
+          chunk_step<BITS, V, ROWS>(w, sc, bi, pieces, vector_stride, facts, tile_chunks, c, total);
         } else if constexpr (V == 1) {
           float folded[ROWS][V];
-          chunk_step<BITS, V, ROWS, true>(w, sc, bi, lifted, vector_stride, facts, tile_chunks, c, folded);
+          chunk_step<BITS, V, ROWS, true>(w, sc, bi, pieces, vector_stride, facts, tile_chunks, c, folded);
 #pragma unroll
           for (int r = 0; r < ROWS; ++r) park[((c / 32 - part_rounds) * ROWS + r) * 32 + lane] = folded[r][0];
         }

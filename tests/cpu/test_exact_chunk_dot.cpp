@@ -88,6 +88,8 @@ TEST(ExactChunkDot, IntegersDigitsAndValueMatchDoubleOracle) {
           ASSERT_LE(d[1], 127);
           ASSERT_GE(d[2], -64);
           ASSERT_LE(d[2], 64);
+          const std::uint32_t bytes = order::exact_digit_bytes(big);
+          for (int b = 0; b < 3; ++b) ASSERT_EQ(std::int32_t(std::int8_t(std::uint8_t(bytes >> (8 * b)))), d[b]) << "digit " << b;
           const int q = code(rng);
           dot += std::int64_t(q) * big;
           want_dot += q * want;
@@ -107,6 +109,26 @@ TEST(ExactChunkDot, IntegersDigitsAndValueMatchDoubleOracle) {
     EXPECT_GT(subnormal_results, 0) << "no chunk value was subnormal";
     EXPECT_GT(truncation_differs, chunks) << "truncation and rounding agreed almost everywhere";
   }
+}
+
+// The digits, as exact_digits defines them and as the GPU stages them (exact_digit_bytes), on every
+// X near the borrows of both low digits and at the ends of the range.
+TEST(ExactChunkDot, DigitBytesEqualDigitsAcrossBorrows) {
+  std::vector<std::int32_t> xs;
+  for (std::int32_t x = -70000; x <= 70000; ++x) xs.push_back(x);
+  for (std::int32_t edge : {(1 << 22) - 1, -((1 << 22) - 1), (1 << 22) - 128, -(1 << 22) + 127, (1 << 22) - 32896, -(1 << 22) + 32896})
+    xs.push_back(edge);
+  std::int64_t negative_high = 0;
+  for (std::int32_t x : xs) {
+    std::int32_t d[3];
+    order::exact_digits(x, d);
+    ASSERT_EQ(d[0] + 256 * d[1] + 65536 * d[2], x);
+    const std::uint32_t bytes = order::exact_digit_bytes(x);
+    for (int b = 0; b < 3; ++b)
+      ASSERT_EQ(std::int32_t(std::int8_t(std::uint8_t(bytes >> (8 * b)))), d[b]) << "X = " << x << ", digit " << b;
+    negative_high += d[2] < 0;
+  }
+  EXPECT_GT(negative_high, 0);
 }
 
 // Ties in X round to even, as rint does: x * 2^(148 - E) = k + 1/2 exactly.

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <iostream>
+#include <limits>
 #include <random>
 #include <span>
 #include <stdexcept>
@@ -75,54 +76,50 @@ std::vector<float> widen(std::span<const std::byte> x, DType dtype) {
 // ---- the documented orders, literally ---------------------------------------------------------
 
 // qmv family: chunk c (codes 32c..32c+31) belongs to lane c % 32; lane l takes its chunks
-// l, l+32, ... in increasing order. Per chunk, in the lifted domain of docs/design.md §3.1:
-//   E = max(exponent field of the largest |x|, 1), F = min(253 - E, 127);
-//   code i has stream offset p = i*bits, s = p % 32, source offset t = 0 if s+bits <= 24, 8 if
-//   s+bits <= 32, else 16, and shift = s - t;
-//   x' = x * 2^(F-shift) (one rounding), q' = q * 2^(shift-149) (exact);
-//   A = fma chain of x'*q' from 0, then A = (A * 2^u1) * 2^u2 with u1 = min(149-F, 127),
-//   u2 = 149-F-u1; S = running sum of x from 0; lane += fma(scale, A, bias*S).
-// Then the xor butterfly 16, 8, 4, 2, 1; lane 0's value. `lifted = false` is the same chain
-// without the lift (plain fma(x, q, A)): equal bits except where something underflows, which
-// the extreme-range test uses as its control.
-int literal_shift(int bits, int i) {
-  const int s = i * bits % 32;
-  const int t = s + bits <= 24 ? 0 : (s + bits <= 32 ? 8 : 16);
-  return s - t;
-}
+// l, l+32, ... in increasing order. Per chunk (docs/design.md §3):
+//   E = max(exponent field of the largest |x|, 1);
+//   X_i = x_i * 2^(148-E) rounded half to even (in double, where the product is exact);
+//   A = f32(sum q_i X_i) * 2^(E-148), S = f32(sum X_i) * 2^(E-148), each sum exact in int64 and
+//   each product rounded to f32 once (it rounds only when subnormal); a chunk holding a NaN or
+//   an infinity gives A = S = NaN;
+//   lane += fma(scale, A, bias*S).
+// Then the xor butterfly 16, 8, 4, 2, 1; lane 0's value. `chain = true` is the f32 chain that
+// contract replaced (A = fma chain of x*q from 0, S = running f32 sum): the controls use it.
+struct ChunkTerms {
+  float a, s;
+};
 
-float literal_chunk_dot(const float* xc, const float* qc, int bits, bool lifted) {
-  float a = 0.0f;
-  if (!lifted) {
-    for (int i = 0; i < 32; ++i) a = std::fma(xc[i], qc[i], a);
-    return a;
+ChunkTerms literal_chunk(const float* xc, const float* qc, bool chain) {
+  if (chain) {
+    float a = 0.0f, s = 0.0f;
+    for (int i = 0; i < 32; ++i) a = std::fma(xc[i], qc[i], a), s = s + xc[i];
+    return {a, s};
   }
   std::uint32_t largest = 0;
   for (int i = 0; i < 32; ++i) largest = std::max(largest, f32_bits(xc[i]) & 0x7fffffffu);
   const int e = std::max(int(largest >> 23), 1);
-  const int f = std::min(253 - e, 127);
+  if (e == 255) return {std::nanf(""), std::nanf("")};
+  std::int64_t dot = 0, sum = 0;
   for (int i = 0; i < 32; ++i) {
-    const int shift = literal_shift(bits, i);
-    a = std::fma(std::ldexp(xc[i], f - shift), std::ldexp(qc[i], shift - 149), a);
+    const std::int64_t big = std::int64_t(std::nearbyint(std::ldexp(double(xc[i]), 148 - e)));
+    dot += std::int64_t(qc[i]) * big;
+    sum += big;
   }
-  const int u1 = std::min(149 - f, 127);
-  return std::ldexp(std::ldexp(a, u1), 149 - f - u1);
+  auto unscale = [e](std::int64_t v) { return float(std::ldexp(double(float(v)), e - 148)); };
+  return {unscale(dot), unscale(sum)};
 }
 
-float reference_qmv(const Decoded& d, std::int64_t row, const float* x, bool lifted = true) {
+float reference_qmv(const Decoded& d, std::int64_t row, const float* x, bool chain = false) {
   const std::int64_t chunks = d.k / 32;
   const float* q = d.row_codes(row);
   float lane[32];
   for (int l = 0; l < 32; ++l) {
     lane[l] = 0.0f;
     for (std::int64_t c = l; c < chunks; c += 32) {
-      const float* xc = x + 32 * c;
-      const float a = literal_chunk_dot(xc, q + 32 * c, d.bits, lifted);
-      float s = 0.0f;
-      for (int i = 0; i < 32; ++i) s = s + xc[i];
+      const ChunkTerms t = literal_chunk(x + 32 * c, q + 32 * c, chain);
       const std::int64_t g = 32 * c / d.group;
-      const float bias_times_sum = d.bias(row, g) * s;
-      lane[l] = lane[l] + std::fma(d.scale(row, g), a, bias_times_sum);
+      const float bias_times_sum = d.bias(row, g) * t.s;
+      lane[l] = lane[l] + std::fma(d.scale(row, g), t.a, bias_times_sum);
     }
   }
   for (int mask = 16; mask >= 1; mask /= 2) {
@@ -277,17 +274,17 @@ TEST(QmvOrder, LargeNMatchesLiteralReference) {
   }
 }
 
-// Activations far outside the usual range, where the lift of §3.1 decides bits: chunks whose
-// largest |x| is below 2^-104 (lifted products underflow), above 2^105 (the unlift needs its
-// second factor), mixed within one chunk, subnormal, zero, and ordinary. f32 and bf16 carry
-// such values. Control: the same chain without the lift must differ somewhere on this data, so
-// the test would notice a mirror that skipped it.
+// Activations far outside the usual range: chunks whose largest |x| is tiny (E < 22: u is
+// subnormal, and A and S may round there), huge (X's scaling needs two factors), mixed within
+// one chunk (small values round to 0 in X), subnormal, zero, and ordinary. f32 and bf16 carry such
+// values. The last vector is ordinary except for one infinite value: every output of it is NaN.
+// Control: the f32 chain the contract replaced must differ somewhere on this data.
 std::vector<std::byte> extreme_activations(std::int64_t m, std::int64_t k, DType dtype, std::mt19937_64& rng) {
   std::vector<std::byte> x(std::size_t(m * k) * ref_size(dtype));
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (std::int64_t v = 0; v < m; ++v)
     for (std::int64_t c0 = 0; c0 < k; c0 += 32) {
-      const int kind = int(rng() % 6);
+      const int kind = v == m - 1 ? 5 : int(rng() % 6);
       for (std::int64_t c = c0; c < c0 + 32; ++c) {
         int exponent = 0;
         switch (kind) {
@@ -302,6 +299,7 @@ std::vector<std::byte> extreme_activations(std::int64_t m, std::int64_t k, DType
         ref_store(x.data(), std::size_t(v * k + c), dtype, value);
       }
     }
+  ref_store(x.data(), std::size_t((m - 1) * k + k / 2 + 5), dtype, std::numeric_limits<float>::infinity());
   return x;
 }
 
@@ -309,10 +307,10 @@ TEST(QmvOrder, ExtremeActivationRangesMatchLiteralReference) {
   for (std::uint64_t seed : seeds_with_fresh({151})) {
     SCOPED_TRACE(seed_note(seed));
     std::mt19937_64 rng(seed);
-    std::int64_t lift_decided = 0;
+    std::int64_t chain_differs = 0;
     for (DType dtype : {DType::f32, DType::bf16})
       for (int bits : kBits) {
-        const std::int64_t n = 19, k = 1024 + 320, m = 3;
+        const std::int64_t n = 19, k = 1024 + 320, m = 4;
         SCOPED_TRACE(cell_name(bits, 64, dtype, n, k));
         const QuantizedMatrix w = random_matrix(n, k, bits, 64, dtype, rng);
         const Bytes x = extreme_activations(m, k, dtype, rng);
@@ -321,13 +319,15 @@ TEST(QmvOrder, ExtremeActivationRangesMatchLiteralReference) {
         const Bytes want = reference_run(false, d, xf, m);
         EXPECT_EQ(differing_bytes(run(Kernel::qmv, w, x, m), want), 0) << "qmv";
         EXPECT_EQ(differing_bytes(run(Kernel::qmv_streamed, w, x, m), want), 0) << "qmv_streamed";
-        Bytes plain(want.size());
+        for (std::int64_t r = 0; r < n; ++r)
+          EXPECT_TRUE(std::isnan(ref_load(want.data(), std::size_t((m - 1) * n + r), dtype))) << "row " << r;
+        Bytes chain(want.size());
         for (std::int64_t v = 0; v < m; ++v)
           for (std::int64_t r = 0; r < n; ++r)
-            ref_store(plain.data(), std::size_t(v * n + r), dtype, reference_qmv(d, r, xf.data() + v * k, false));
-        lift_decided += differing_bytes(plain, want);
+            ref_store(chain.data(), std::size_t(v * n + r), dtype, reference_qmv(d, r, xf.data() + v * k, true));
+        chain_differs += differing_bytes(chain, want);
       }
-    EXPECT_GT(lift_decided, 0) << "the data never reached a range where the lift decides a bit";
+    EXPECT_GT(chain_differs, 0) << "the f32 chain and the exact dot agreed on every byte";
   }
 }
 
@@ -400,9 +400,11 @@ TEST(QmvWidth, BlockEqualsChainEqualsQmvInAnyOrderAndOnRepeat) {
 // ---- c. accuracy against float64 ---------------------------------------------------------------
 
 // For one output: the exact value from the stored (dtype) scale, bias, codes and x, and the
-// magnitude sum |x| (|s| q + |b|), which bounds every partial sum of either order.
+// magnitude sum |x| (|s| q + |b|), which bounds every partial sum of either order. For the exact
+// family with f32 activations, also the most that rounding x to X can move the result: half a
+// unit 2^(E-148) per value, times its weight |s| q + |b| (bf16 and f16 values are exact in X).
 struct Exact {
-  double y = 0, magnitude = 0, y_without_bias = 0;
+  double y = 0, magnitude = 0, y_without_bias = 0, x_rounding = 0;
 };
 Exact exact_output(const Decoded& d, std::int64_t row, const float* x) {
   Exact e;
@@ -411,16 +413,24 @@ Exact exact_output(const Decoded& d, std::int64_t row, const float* x) {
     e.y += double(x[c]) * (s * q + b);
     e.y_without_bias += double(x[c]) * s * q;
     e.magnitude += std::fabs(double(x[c])) * (std::fabs(s) * q + std::fabs(b));
+    if (c % 32 == 0) {
+      std::uint32_t largest = 0;
+      for (int i = 0; i < 32; ++i) largest = std::max(largest, f32_bits(x[c + i]) & 0x7fffffffu);
+      const int chunk_e = std::max(int(largest >> 23), 1);
+      double weights = 0;
+      for (int i = 0; i < 32; ++i) weights += std::fabs(s) * d.row_codes(row)[c + i] + std::fabs(b);
+      e.x_rounding += std::ldexp(weights, chunk_e - 149);
+    }
   }
   return e;
 }
 
 // Depth of each order (number of roundings an input passes through), for gamma_d = d * 2^-24:
-//  qmv:  32 fmas (A) and 31 adds (S), the bias multiply and the fold fma, ceil(chunks/32) lane
-//        adds, 5 butterfly adds;
+//  qmv:  float(D) or float(sum X) (once each), the bias multiply and the fold fma,
+//        ceil(chunks/32) lane adds, 5 butterfly adds; plus x_rounding with f32 activations;
 //  wide: the dequantizing fma, 8 fmas, ceil(groups/8) * group/8 lane adds, 3 ladder adds.
 double depth(bool wide, std::int64_t k, int group) {
-  if (!wide) return 32 + 2 + double((k / 32 + 31) / 32) + 5 + 2;
+  if (!wide) return 1 + 2 + double((k / 32 + 31) / 32) + 5 + 2;
   return 1 + 8 + double((k / group + 7) / 8) * (group / 8) + 3 + 2;
 }
 
@@ -449,7 +459,8 @@ TEST(QmvAccuracy, EachKernelWithinDerivedBoundOfFloat64) {
               const std::size_t at = std::size_t(v * n + r);
               for (int kernel = 0; kernel < 3; ++kernel) {
                 const bool wide = kernel == 1;
-                const double accumulate = depth(wide, k, group) * std::ldexp(1.0, -24) * e.magnitude;
+                const double accumulate = depth(wide, k, group) * std::ldexp(1.0, -24) * e.magnitude +
+                                          (!wide && dtype == DType::f32 ? e.x_rounding : 0.0);
                 const double bound = accumulate + u_out * (std::fabs(e.y) + accumulate) + abs_out;
                 const double got = ref_load(y[kernel].data(), at, dtype);
                 const double err = std::fabs(got - e.y);

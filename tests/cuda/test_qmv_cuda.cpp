@@ -205,8 +205,9 @@ TEST(CudaQmv, NonFiniteInputsEqualCpuMirror) {
   }
 }
 
-// Activations far outside the usual range, where order.h's lift decides bits (docs/design.md
-// §3.1): chunks of tiny, huge, subnormal, zero, mixed and ordinary values. f32 and bf16 hold them.
+// Activations far outside the usual range, where the exact chunk dot's scaling is delicate
+// (docs/design.md §3): chunks of tiny values (u subnormal, A and S rounding there), huge, subnormal,
+// zero, mixed (small values rounding to 0 in X) and ordinary values. f32 and bf16 hold them.
 TEST(CudaQmv, ExtremeActivationRangesEqualCpuMirror) {
   REQUIRE_GPU();
   const std::uint64_t seed = fresh_seed();

@@ -3,6 +3,8 @@
 // tensor copy engine (cp.async.bulk.tensor, one 2D box per stage), instead of through each warp's
 // register double buffer (68-73 % of the ceiling, sessions 4-10)? And with which arithmetic?
 // Results: docs/benchmark_results/2026-12-03-h200-session11.md; decision 0003.
+// Its f32-chain mode calls the library's f32-chain staging and chunk step, which session 12
+// replaced with the integer contract (decision 0003): it builds against commit c648b72, not later.
 //
 // Earlier rings (session 3: per-thread cp.async; session 6: one 512-byte bulk copy per row and
 // warp slot) stopped near 80 % of a streaming read even without arithmetic. What is new here is

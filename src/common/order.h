@@ -41,7 +41,7 @@ EXACTQ_HD float mul(float a, float b) {
 // chunks in increasing c. Per chunk, with x the f32 activations and q the integer codes
 // (decision 0003, docs/design.md §3):
 //   E   = exact_exponent(chunk_max_abs_bits(x))      every |x_i| < 2^(E-126)
-//   X_i = exact_integer(x_i, E)                      rint(x_i * 2^(148-E)), |X_i| < 2^22
+//   X_i = exact_integer(x_i, E)                      rint(x_i * 2^(148-E)), |X_i| <= 2^22
 //   u   = exact_unscale(E)                           2^(E-148); NaN when the chunk holds a NaN or inf
 //   A   = chunk_value(exact_float(sum q_i X_i), u)   the sum is exact (|.| < 2^36): it has no order,
 //   S   = chunk_value(exact_float(sum X_i), u)       so any instruction may compute it
@@ -60,7 +60,7 @@ inline constexpr int kButterflySteps = 5;
 EXACTQ_HD constexpr int butterfly_mask(int step) { return 16 >> step; }  // 16, 8, 4, 2, 1
 
 inline constexpr int kExactNonFinite = 255;  // the exponent field of a NaN or an infinity
-inline constexpr int kExactScale = 148;      // X = x * 2^(148 - E): below 2^22 in magnitude
+inline constexpr int kExactScale = 148;      // X = x * 2^(148 - E): at most 2^22 in magnitude
 
 // 2^n as an f32, for n in [-126, 127].
 EXACTQ_HD float pow2(int n) { return float_from_bits(std::uint32_t(n + 127) << 23); }
@@ -87,15 +87,19 @@ EXACTQ_HD float exact_scaled(float x, int e) {
   const int t = kExactScale - e, first = t < 127 ? t : 127;
   return mul(mul(x, exact_pow2(first)), exact_pow2(t - first));
 }
-// X_i: the scaled value rounded half to even (|x| < 2^(E-126) keeps it below 2^22). A non-finite
-// chunk's X are 0: its u is NaN, so A and S are NaN whatever the sums are.
+// rint(v) for |v| <= 2^22, as an integer: v + 1.5 * 2^23 lands in [2^23, 2^24], where the f32 step
+// is 1, so the add rounds v half to even (1.5 * 2^23 is even) and the sum's bit pattern minus
+// that of 1.5 * 2^23 is the integer. Full-rate operations on the GPU, where the conversion
+// instruction runs at a quarter of the rate (x's staging takes 32 of them per chunk).
+inline constexpr float kRoundingOffset = 12582912.0f;  // 1.5 * 2^23
+EXACTQ_HD std::int32_t round_to_integer(float v) {
+  return std::int32_t(bits_from_float(add(v, kRoundingOffset)) - bits_from_float(kRoundingOffset));
+}
+// X_i: the scaled value rounded half to even (|x| < 2^(E-126) keeps it at most 2^22: the largest
+// x of a chunk can round up to it). A non-finite chunk's X are 0: its u is NaN, so A and S are
+// NaN whatever the sums are.
 EXACTQ_HD std::int32_t exact_integer(float x, int e) {
-  if (e >= kExactNonFinite) return 0;
-#if defined(__CUDA_ARCH__)
-  return __float2int_rn(exact_scaled(x, e));
-#else
-  return static_cast<std::int32_t>(std::nearbyint(exact_scaled(x, e)));  // the default mode: to nearest, ties to even
-#endif
+  return e >= kExactNonFinite ? 0 : round_to_integer(exact_scaled(x, e));
 }
 // u = 2^(E - 148): exact, subnormal for E < 22; a quiet NaN for a non-finite chunk.
 EXACTQ_HD float exact_unscale(int e) { return e >= kExactNonFinite ? float_from_bits(0x7fc00000u) : exact_pow2(e - kExactScale); }
@@ -137,9 +141,14 @@ struct ChunkFacts {
 };
 EXACTQ_HD ChunkFacts exact_chunk(const float* x, std::int32_t* integers) {
   const int e = exact_exponent(chunk_max_abs_bits(x));
-  std::int32_t total = 0;  // |sum X| < 2^27
+  // exact_integer for each value, with the factors computed once: for E >= 21 (every chunk whose
+  // largest |x| is at least 2^-106) exact_scaled's second factor is 1, and the multiply is skipped.
+  const int t = kExactScale - e;
+  const float first = exact_pow2(t < 127 ? t : 127), second = exact_pow2(t < 127 ? 0 : t - 127);
+  std::int32_t total = 0;  // |sum X| <= 2^27
   for (int i = 0; i < kChunkValues; ++i) {
-    integers[i] = exact_integer(x[i], e);
+    const float scaled = t <= 127 ? mul(x[i], first) : mul(mul(x[i], first), second);
+    integers[i] = e >= kExactNonFinite ? 0 : round_to_integer(scaled);
     total += integers[i];
   }
   const float u = exact_unscale(e);

@@ -140,7 +140,7 @@ __device__ __forceinline__ void stage_integers(uint4* pieces, float2* facts, int
 }
 
 // The exact code dot of a chunk of one row with one vector's X: below 2^31 in magnitude up to
-// 4 bits (32 * 15 * 2^22), so 32-bit arithmetic (wrapping, as unsigned) holds it; up to 2^36 above.
+// 4 bits (32 * 15 * 2^22 < 2^31), so 32-bit arithmetic (wrapping, as unsigned) holds it; up to 2^36 above.
 template <int BITS>
 using CodeDot = std::conditional_t<(BITS <= 4), std::uint32_t, std::int64_t>;
 template <int BITS>

@@ -78,7 +78,7 @@ TEST(ExactChunkDot, IntegersDigitsAndValueMatchDoubleOracle) {
           const std::int32_t big = order::exact_integer(x[i], e);
           const std::int64_t want = oracle_integer(x[i], e);
           ASSERT_EQ(std::int64_t(big), want) << "x = " << x[i] << ", E = " << e;
-          ASSERT_LT(std::llabs(want), 1LL << 22) << "x = " << x[i] << ", E = " << e;
+          ASSERT_LE(std::llabs(want), 1LL << 22) << "x = " << x[i] << ", E = " << e;
           std::int32_t d[3];
           order::exact_digits(big, d);
           ASSERT_EQ(d[0] + 256 * d[1] + 65536 * d[2], big);
@@ -95,6 +95,15 @@ TEST(ExactChunkDot, IntegersDigitsAndValueMatchDoubleOracle) {
           want_dot += q * want;
           truncation_differs += static_cast<std::int64_t>(std::trunc(std::ldexp(double(x[i]), 148 - e))) != want;
         }
+        // exact_chunk (what the kernels call) gives the same X, and S from their exact sum.
+        std::int32_t integers[order::kLanes];
+        const order::ChunkFacts facts = order::exact_chunk(x.data(), integers);
+        std::int64_t sum = 0;
+        for (int i = 0; i < order::kLanes; ++i) {
+          ASSERT_EQ(std::int64_t(integers[i]), oracle_integer(x[i], e)) << "x = " << x[i] << ", E = " << e;
+          sum += integers[i];
+        }
+        ASSERT_EQ(f32_bits(facts.sum), f32_bits(oracle_chunk_value(sum, e)));
         const float a = order::exact_chunk_value(dot, e);
         const float want_a = oracle_chunk_value(want_dot, e);
         ASSERT_EQ(f32_bits(a), f32_bits(want_a)) << "D = " << dot << ", E = " << e;
@@ -141,6 +150,24 @@ TEST(ExactChunkDot, HalfwayScaledValuesRoundToEven) {
       EXPECT_EQ(order::exact_integer(x, e), want) << "k = " << k << ", E = " << e;
       EXPECT_EQ(order::exact_integer(-x, e), -want) << "k = " << k << ", E = " << e;
     }
+  }
+}
+
+// The largest x of a binade, (2 - 2^-23) * 2^(E-127), scales to 2^22 - 1/4 and rounds up to 2^22:
+// the bound |X| <= 2^22 is reached, and exact_chunk agrees with exact_integer there.
+TEST(ExactChunkDot, LargestValueOfABinadeRoundsUpToTwoToThe22) {
+  for (const int e : {2, 21, 22, 100, 148, 200, 254}) {
+    const float x = static_cast<float>(std::ldexp(2.0 - std::ldexp(1.0, -23), e - 127));
+    EXPECT_EQ(order::exact_exponent(f32_bits(x)), e);
+    EXPECT_EQ(order::exact_integer(x, e), 1 << 22) << "E = " << e;
+    EXPECT_EQ(order::exact_integer(-x, e), -(1 << 22)) << "E = " << e;
+    std::vector<float> chunk(order::kLanes, 0.0f);
+    chunk[3] = x, chunk[7] = -x, chunk[9] = x / 3;
+    std::int32_t integers[order::kLanes];
+    const order::ChunkFacts f = order::exact_chunk(chunk.data(), integers);
+    for (int i = 0; i < order::kLanes; ++i) EXPECT_EQ(integers[i], order::exact_integer(chunk[i], e)) << "E = " << e;
+    EXPECT_EQ(f32_bits(f.unscale), f32_bits(order::exact_pow2(e - 148)));
+    EXPECT_EQ(f32_bits(f.sum), f32_bits(order::exact_chunk_value(integers[9], e)));  // x and -x cancel
   }
 }
 

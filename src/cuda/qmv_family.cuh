@@ -31,6 +31,7 @@ struct QmvParams {
   int tile_values;  // K tile staged at a time (multiple of 1024)
   DType dtype;
   int split;  // qmv, one K tile: warps per task (1, 2 or 4), K cut into that many runs of rounds
+  int l2_prefetch_rounds;  // qmv: rows' bytes this many rounds beyond the register prefetch go to L2 (0: none)
 };
 
 // ---- x in shared memory: the integers X of order.h, per chunk ------------------------------------
@@ -354,12 +355,24 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
           for (int r = 0; r < ROWS; ++r) park[((c / 32 - part_rounds) * ROWS + r) * 32 + lane] = folded[r][0];
         }
       };
+      // Where the launcher asks for it (family_launch.cuh), each row's bytes l2_prefetch_rounds
+      // rounds beyond the register prefetch are requested into L2, so that load finds them nearer.
+      // Memory traffic only: no value depends on it.
+      auto prefetch = [&](int c) {
+        const int ahead = c + 32 * (1 + p.l2_prefetch_rounds);
+        if (p.l2_prefetch_rounds > 0 && ahead < c_end)
+#pragma unroll
+          for (int r = 0; r < ROWS; ++r)
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(wrow[r] + std::int64_t(chunk0 + ahead) * (4 * BITS)));
+      };
       while (c < c_end) {
         if (c + 32 < c_end) load(c + 32, wb, sb, bb);
+        prefetch(c);
         step(wa, sa, ba, c);
         c += 32;
         if (c >= c_end) break;
         if (c + 32 < c_end) load(c + 32, wa, sa, ba);
+        prefetch(c);
         step(wb, sb, bb, c);
         c += 32;
       }

@@ -61,10 +61,8 @@ class CudaBackend final : public Backend {
     add(Kernel::qmv, 1);
     for (int v = 2; v <= cuda::max_streamed_vectors(); ++v) add(Kernel::qmv_streamed, v);
     for (int v = 1; v <= 5; ++v) add(Kernel::qmv_wide, v);
-    if (bits == 4 || bits == 8) {
-      add(Kernel::qmv_mma, 8);
-      add(Kernel::qmv_mma, 16);
-    }
+    add(Kernel::qmv_mma, 8);
+    add(Kernel::qmv_mma, 16);
     return out;
   }
 

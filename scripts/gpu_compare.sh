@@ -6,6 +6,7 @@
 # run each binary with (default: none, then --overlap-launch). Logs archived as $OUT/compare.tgz.
 set -uo pipefail
 bin=.out/bin
+"$(dirname "$0")/gpu_unpack.sh"
 final=${OUT:-/tmp/exactq-out}
 out=$(mktemp -d)
 mkdir -p "$final"

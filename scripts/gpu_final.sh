@@ -3,6 +3,7 @@
 # on the kernels' tests, and the benchmark of every kernel on every preset, logs under $OUT.
 set -uo pipefail
 bin=.out/bin
+"$(dirname "$0")/gpu_unpack.sh"
 # Logs go to a scratch folder, then into one archive under $OUT (the device tool returns at most
 # eight files).
 final=${OUT:-/tmp/exactq-out}

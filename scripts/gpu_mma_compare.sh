@@ -8,6 +8,7 @@
 set -uo pipefail
 export PATH=/usr/local/cuda/bin:$PATH
 bin=.out/bin
+"$(dirname "$0")/gpu_unpack.sh"
 out=${OUT:-/tmp/exactq-out}
 mkdir -p "$out"
 # NO_CHECKS=1: the benchmarks only (a comparison of variants, the tests binary not carried).

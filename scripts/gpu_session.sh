@@ -5,6 +5,7 @@
 set -uo pipefail
 mode=${1:-full}
 bin=.out/bin
+"$(dirname "$0")/gpu_unpack.sh"
 out=${OUT:-/tmp/exactq-out}
 mkdir -p "$out"
 export PATH=/usr/local/cuda/bin:$PATH

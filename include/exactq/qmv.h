@@ -5,7 +5,7 @@
 //   qmv_streamed  qmv's order, each decoded weight chunk reused across up to V vectors:
 //                 bit-identical to qmv for every vector at every M.
 //   qmv_wide      MLX qmv_wide's structure, another order: the inexact arm (negative control).
-//   qmv_mma       one tensor-core schedule for every M (bf16/f16; 4 and 8 bits on CUDA): its
+//   qmv_mma       one tensor-core schedule for every M (bf16/f16; every width on CUDA): its
 //                 own order, bit-identical for every vector at every M, but not qmv's bits.
 //                 The CPU side is a reference checked with a tolerance, not a mirror.
 // Activations, scales, biases and outputs share the matrix's dtype. x is row-major [M, K],

@@ -3,14 +3,13 @@
 // over threads cannot change any output bit.
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <span>
-#include <thread>
 #include <vector>
 
 #include "common/order.h"
+#include "common/parallel.h"
 #include "exactq/format.h"
 
 namespace exactq::cpu {
@@ -57,24 +56,6 @@ inline void widen_group_params(const QuantizedMatrixView& w, std::int64_t row, s
     scales[std::size_t(g)] = load_f32(w.scales.data(), std::size_t(row * groups + g), w.dtype);
     biases[std::size_t(g)] = load_f32(w.biases.data(), std::size_t(row * groups + g), w.dtype);
   }
-}
-
-// Runs body(first_row, end_row) over [0, n) in blocks, on `threads` workers (0 = all cores).
-template <typename Body>
-void parallel_rows(std::int64_t n, int threads, Body&& body) {
-  constexpr std::int64_t kRowsPerTask = 16;
-  unsigned workers = threads > 0 ? unsigned(threads) : std::max(1u, std::thread::hardware_concurrency());
-  const std::int64_t tasks = (n + kRowsPerTask - 1) / kRowsPerTask;
-  if (std::int64_t(workers) > tasks) workers = unsigned(std::max<std::int64_t>(1, tasks));
-  std::atomic<std::int64_t> next{0};
-  auto work = [&] {
-    for (std::int64_t t; (t = next.fetch_add(1)) < tasks;)
-      body(t * kRowsPerTask, std::min(n, (t + 1) * kRowsPerTask));
-  };
-  std::vector<std::thread> pool;
-  for (unsigned i = 1; i < workers; ++i) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
 }
 
 // The exact code dot of one chunk of a row against one vector's X (order.h: any order gives it).

@@ -7,6 +7,7 @@
 
 #include "cuda/common.cuh"
 #include "cuda/launch.h"
+#include "exactq/mma_layout.h"
 
 namespace exactq::cuda_detail::mma {
 
@@ -170,6 +171,43 @@ __device__ __forceinline__ void codes_to_pairs(const std::uint32_t* w, std::uint
       }
     }
   }
+}
+
+// r | (b & MASK) in one LOP3.
+template <std::uint32_t MASK>
+__device__ __forceinline__ std::uint32_t or_and(std::uint32_t r, std::uint32_t b) {
+  std::uint32_t out;
+  asm("lop3.b32 %0, %1, %2, %3, 0xF8;" : "=r"(out) : "r"(r), "r"(b), "n"(MASK));
+  return out;
+}
+
+// 2, 3, 5 and 6 bits (the fragment layout's bit planes, exactq/mma_layout.h): pair i of chunk j of
+// half h from the lane's round words `w`, a shift and a mask per plane (the planes' fields land at
+// their place in the code), then the magic number's exact subtraction. The same pairs, so the
+// same mma inputs, as the codes themselves: h, j and i are constants once the loops unroll.
+template <int BITS, bool BF16>
+__device__ __forceinline__ void planar_pairs(const std::uint32_t* w, int h, int j, std::uint32_t (&pair)[4]) {
+  namespace ml = mma_layout;
+  constexpr std::uint32_t kMagic = BF16 ? 0x43004300u : 0x64006400u;  // 128 / 1024: codes < 2^7 stay exact
+  constexpr std::uint32_t kLow = ml::plane_mask(BITS, 0);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    std::uint32_t r = and_or<kLow, kMagic>(ml::shifted(w[ml::plane_word(BITS, 0, h, j)], ml::plane_shift(BITS, 0, j, i)));
+    if constexpr (ml::plane_count(BITS) == 2)
+      r = or_and<ml::plane_mask(BITS, 1)>(r, ml::shifted(w[ml::plane_word(BITS, 1, h, j)], ml::plane_shift(BITS, 1, j, i)));
+    pair[i] = exact_pair<BF16>(r);
+  }
+}
+
+// The pairs of chunk j of half h (rows g, g + 8) from a lane's round words in the fragment layout:
+// 4 and 8 bits through codes_to_pairs (at 4 bits the planes' rule is MLX's word, which
+// codes_to_pairs reads with fewer instructions in f16), the others through their planes.
+template <int BITS, bool BF16>
+__device__ __forceinline__ void fragment_pairs(const std::uint32_t* w, int h, int j, std::uint32_t (&pair)[4]) {
+  if constexpr (BITS == 4 || BITS == 8)
+    codes_to_pairs<BITS, BF16>(w + h * mma_layout::round_row_bytes(BITS, 0) / 16 + j * (BITS / 4), pair);
+  else
+    planar_pairs<BITS, BF16>(w, h, j, pair);
 }
 
 template <bool BF16>
@@ -344,12 +382,11 @@ __device__ __forceinline__ float2 group_sums(const float* fold, int group, int n
 
 // ---- host side, shared by both kernels' launchers ------------------------------------------
 
-// What every qmv_mma launch checks, whatever the layout (whose own K rule its launcher checks).
+// What every qmv_mma launch checks, whatever the layout (whose own bits and K rules its launcher
+// checks).
 inline void check_mma_arguments(const QuantizedMatrixView& w) {
   if (w.dtype == DType::f32)
     throw std::invalid_argument("[exactq] qmv_mma: dtype f32 has no exact tensor-core path (use bf16 or f16; qmv serves f32)");
-  if (w.bits != 4 && w.bits != 8)
-    throw std::invalid_argument("[exactq] qmv_mma: bits = " + std::to_string(w.bits) + " is not implemented yet (4 and 8 are)");
   if (w.n * (w.k / w.group) >= (std::int64_t(1) << 31))
     throw std::invalid_argument("[exactq] N * K / group = " + std::to_string(w.n * (w.k / w.group)) +
                                 " group parameters: qmv_mma indexes them with 32 bits");
@@ -363,7 +400,8 @@ inline void check_mma_arguments(const QuantizedMatrixView& w) {
 // The launches of one call: passes of 16 vectors run two n-tiles, a last pass of at most 8 one.
 // `pass` is called as pass.template operator()<BITS, BF16, NT, GROUP>(params, first_pass,
 // passes). The group is a template parameter, so the folds' places in a round are constants.
-template <typename Pass>
+// kBits: the widths the calling kernel is built for (the caller has checked w.bits is one).
+template <int... kBits, typename Pass>
 void for_each_mma_launch(const QuantizedMatrixView& w, const void* x, std::int64_t m, void* y, Pass&& pass) {
   const MmaParams p{w.packed.data(), w.scales.data(), w.biases.data(), x, y, w.n, w.k, m, w.group, 0, w.dtype, kMmaWarps,
                     order::mma_k_parts(w.n, w.k, w.bits, w.group)};
@@ -383,8 +421,8 @@ void for_each_mma_launch(const QuantizedMatrixView& w, const void* x, std::int64
     else if (w.group == 64) with.template operator()<BITS, 64>();
     else with.template operator()<BITS, 128>();
   };
-  if (w.bits == 4) with_group.template operator()<4>();
-  else with_group.template operator()<8>();
+  const bool launched = ((w.bits == kBits ? (with_group.template operator()<kBits>(), true) : false) || ...);
+  if (!launched) throw std::logic_error("[exactq] qmv_mma: no kernel built for bits = " + std::to_string(w.bits));
 }
 
 // Launches KERNEL (blocks of WARPS warps) over passes [first_pass, first_pass + passes), with

@@ -282,11 +282,15 @@ int mma_tile(std::int64_t k, int k_parts, int nt, int count) {
 void launch_qmv_mma(const QuantizedMatrixView& w, const void* x, std::int64_t m, void* y, cudaStream_t stream) {
   if (w.layout == WeightLayout::mma_fragments) return launch_qmv_mma_fragments(w, x, m, y, stream);
   check_mma_arguments(w);
+  if (w.bits != 4 && w.bits != 8)
+    throw std::invalid_argument("[exactq] qmv_mma: bits = " + std::to_string(w.bits) +
+                                " is read in the fragment layout only (exactq::to_mma_fragments); in MLX's layout "
+                                "qmv_mma serves 4 and 8 bits");
   const int stage_values = 32 * (kStageRowBytes / (4 * w.bits));
   if (w.k % stage_values != 0)
     throw std::invalid_argument("[exactq] qmv_mma: K = " + std::to_string(w.k) + " must be a multiple of " +
                                 std::to_string(stage_values) + " at " + std::to_string(w.bits) + " bits");
-  for_each_mma_launch(w, x, m, y, [&]<int BITS, bool BF16, int NT, int GROUP>(MmaParams p, std::int64_t first, std::int64_t passes) {
+  for_each_mma_launch<4, 8>(w, x, m, y, [&]<int BITS, bool BF16, int NT, int GROUP>(MmaParams p, std::int64_t first, std::int64_t passes) {
     const std::int64_t vectors = p.m - first * kPassVectors;
     const int count = int(vectors < kPassVectors ? vectors : kPassVectors);  // passes > 1 are all full
     p.tile_values = mma_tile<BITS, GROUP>(p.k, p.k_parts, NT, count);

@@ -7,8 +7,9 @@
 // lane (g, t)'s 16-byte load is exactly the words it feeds the mma (rows g and g + 8), and a
 // warp's load instruction reads 512 contiguous bytes.
 //
-// Per warp and round (128 bytes per row: 8 chunks at 4 bits, whole groups at every format), a
-// lane loads 4 x 16 B of codes (rows g and g + 8) and 4 * groups-per-round bytes each of scales
+// Per warp and round (8 chunks, 32 * bits bytes per row, at 2-6 bits; 4 chunks, 128 bytes, at 8;
+// whole groups at every format), a lane loads `bits` x 16 B of codes at 2-6 bits, 4 x 16 B at 8
+// (rows g and g + 8), and 4 * groups-per-round bytes each of scales
 // and biases, kDepth - 1 rounds ahead (a ring of register buffers), and widens the parameters
 // where it folds them (a widen at the load would wait for the load: session 7 §10). Everything
 // after the load (conversion, mma k-steps, per-group fold in increasing group order) is
@@ -45,12 +46,19 @@ static_assert(kDepth >= 2 && kDepth <= 4, "2 to 4 register buffers");
 inline constexpr int kFewTaskDepth = EXACTQ_MMA_FEW_TASK_DEPTH;
 inline constexpr int kFewTaskWarps = 8;
 inline constexpr int kFewTasksPerSm = 4;
+// A round's registers, codes and parameters: 4 * pieces + 2 * groups per round. The deep ring is
+// cut where kFewTaskDepth rounds of them would pass 160 registers (5 and 6 bits, group 32: 36-40
+// per round; at 5 deep ptxas spilled up to 236 bytes), which leaves 4 and 8 bits at kFewTaskDepth.
+template <int BITS, int GROUP>
+inline constexpr int few_task_depth() {
+  constexpr int per_round = 4 * mma_layout::lane_pieces(BITS, GROUP) + 2 * mma_layout::groups_per_round(BITS, GROUP);
+  return kFewTaskDepth * per_round <= 160 ? kFewTaskDepth : 160 / per_round;
+}
 
 template <int BITS, int GROUP>
 struct FragmentRound {
   static constexpr int kRowBytes = mma_layout::round_row_bytes(BITS, GROUP);
-  static constexpr int kPieces = mma_layout::pieces(BITS, GROUP);     // 16-byte loads per lane and half
-  static constexpr int kWords = kRowBytes / 16;                       // a lane's words per half
+  static constexpr int kPieces = mma_layout::lane_pieces(BITS, GROUP);  // 16-byte loads per lane (both halves)
   static constexpr int kChunks = kRowBytes / (4 * BITS);              // 32-code chunks per round
   static constexpr int kGroups = mma_layout::groups_per_round(BITS, GROUP);
   static constexpr int kChunksPerGroup = GROUP / 32;
@@ -58,12 +66,13 @@ struct FragmentRound {
   static_assert(kGroups >= 1 && kChunks == kGroups * kChunksPerGroup, "a round holds whole groups");
 };
 
-// A lane's registers for one round: codes of rows g (lo) and g + 8 (hi); per group of the round
-// one word of scales and one of biases, each (row g, row g + 8) in the low and high halves, raw.
+// A lane's registers for one round: its pieces of codes, rows g and g + 8 (exactq/mma_layout.h
+// says which word holds which); per group of the round one word of scales and one of biases,
+// each (row g, row g + 8) in the low and high halves, raw.
 template <int BITS, int GROUP>
 struct RoundRegisters {
   using R = FragmentRound<BITS, GROUP>;
-  uint4 lo[R::kPieces], hi[R::kPieces];
+  uint4 pieces[R::kPieces];
   std::uint32_t scales[R::kGroups], biases[R::kGroups];
 };
 
@@ -121,10 +130,12 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS == kMmaWarps ? kMmaBlocksPer
     std::uint32_t param_next = std::uint32_t((round0 * 8 + g) * R::kGroups);
     auto load = [&](RoundRegisters<BITS, GROUP>& r) {
       const uint4* at = reinterpret_cast<const uint4*>(p.packed) + code_next;
+      // 4 and 8 bits issue rows g's and g + 8's pieces alternately (the order measured in
+      // sessions 8-12); the planes' pieces go in order.
 #pragma unroll
-      for (int piece = 0; piece < R::kPieces; ++piece) {
-        r.lo[piece] = __ldcs(at + piece * 32);
-        r.hi[piece] = __ldcs(at + (R::kPieces + piece) * 32);
+      for (int i = 0; i < R::kPieces; ++i) {
+        const int piece = BITS == 4 || BITS == 8 ? (i % 2) * (R::kPieces / 2) + i / 2 : i;
+        r.pieces[piece] = __ldcs(at + piece * 32);
       }
       load_words<R::kGroups>(static_cast<const std::uint32_t*>(p.scales) + param_next, r.scales);
       load_words<R::kGroups>(static_cast<const std::uint32_t*>(p.biases) + param_next, r.biases);
@@ -138,21 +149,19 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS == kMmaWarps ? kMmaBlocksPer
       for (int i = 0; i < 4; ++i) total[j][i] = 0.0f;
 
     auto compute = [&](const RoundRegisters<BITS, GROUP>& r, int tile_chunk0) {
-      std::uint32_t w_lo[R::kWords], w_hi[R::kWords];
+      std::uint32_t w[4 * R::kPieces];
 #pragma unroll
       for (int piece = 0; piece < R::kPieces; ++piece) {
-        w_lo[4 * piece] = r.lo[piece].x, w_lo[4 * piece + 1] = r.lo[piece].y;
-        w_lo[4 * piece + 2] = r.lo[piece].z, w_lo[4 * piece + 3] = r.lo[piece].w;
-        w_hi[4 * piece] = r.hi[piece].x, w_hi[4 * piece + 1] = r.hi[piece].y;
-        w_hi[4 * piece + 2] = r.hi[piece].z, w_hi[4 * piece + 3] = r.hi[piece].w;
+        w[4 * piece] = r.pieces[piece].x, w[4 * piece + 1] = r.pieces[piece].y;
+        w[4 * piece + 2] = r.pieces[piece].z, w[4 * piece + 3] = r.pieces[piece].w;
       }
       const int group0 = tile_chunk0 / kCpg;  // the round's first group within the staged tile
       float acc[NT][4];
 #pragma unroll
       for (int j = 0; j < R::kChunks; ++j) {
         std::uint32_t p_lo[4], p_hi[4];
-        codes_to_pairs<BITS, BF16>(w_lo + j * (BITS / 4), p_lo);
-        codes_to_pairs<BITS, BF16>(w_hi + j * (BITS / 4), p_hi);
+        fragment_pairs<BITS, BF16>(w, 0, j, p_lo);
+        fragment_pairs<BITS, BF16>(w, 1, j, p_hi);
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
           if (j % kCpg == 0)  // a group starts
@@ -237,7 +246,7 @@ void launch_qmv_mma_fragments(const QuantizedMatrixView& w, const void* x, std::
   if (pieces >= (std::int64_t(1) << 32) || param_words >= (std::int64_t(1) << 32))
     throw std::invalid_argument("[exactq] qmv_mma: a fragment-layout matrix of " + std::to_string(pieces * 16) +
                                 " bytes of codes is beyond the kernel's 32-bit offsets (64 GB)");
-  for_each_mma_launch(w, x, m, y, [&]<int BITS, bool BF16, int NT, int GROUP>(MmaParams p, std::int64_t first, std::int64_t passes) {
+  for_each_mma_launch<2, 3, 4, 5, 6, 8>(w, x, m, y, [&]<int BITS, bool BF16, int NT, int GROUP>(MmaParams p, std::int64_t first, std::int64_t passes) {
     const std::int64_t vectors = p.m - first * kPassVectors;
     const int count = int(vectors < kPassVectors ? vectors : kPassVectors);  // passes > 1 are all full
     // Few (task, K part) pairs: blocks of fewer warps with a deeper ring (see kFewTaskDepth).
@@ -251,7 +260,7 @@ void launch_qmv_mma_fragments(const QuantizedMatrixView& w, const void* x, std::
     const std::size_t smem = MmaTileLayout(p.tile_values, GROUP).bytes(count) + totals;
     auto launch = [&]<bool SPLIT>() {
       if (few)
-        launch_mma_passes<qmv_mma_fragments_kernel<BITS, BF16, NT, GROUP, kFewTaskWarps, kFewTaskDepth, SPLIT>,
+        launch_mma_passes<qmv_mma_fragments_kernel<BITS, BF16, NT, GROUP, kFewTaskWarps, few_task_depth<BITS, GROUP>(), SPLIT>,
                           kFewTaskWarps>(p, first, passes, smem, stream);
       else
         launch_mma_passes<qmv_mma_fragments_kernel<BITS, BF16, NT, GROUP, kMmaWarps, kDepth, SPLIT>>(p, first, passes, smem,
@@ -273,9 +282,18 @@ cuda::KernelResources qmv_mma_fragments_resources(int bits, int vectors) {
     const int tile = kRoundValues * mma_sub_rounds<64>(4096, kRoundValues, 1, count, kMmaBlockSmem);
     blocks = fragments_blocks_per_sm<BITS, true, NT, 64>(MmaTileLayout(tile, 64).bytes(count));
   };
-  const bool wide = vectors > 8;
-  if (bits == 8) wide ? get.template operator()<8, 2>() : get.template operator()<8, 1>();
-  else wide ? get.template operator()<4, 2>() : get.template operator()<4, 1>();
+  auto with_nt = [&]<int BITS>() {
+    if (vectors > 8) get.template operator()<BITS, 2>();
+    else get.template operator()<BITS, 1>();
+  };
+  switch (bits) {
+    case 2: with_nt.template operator()<2>(); break;
+    case 3: with_nt.template operator()<3>(); break;
+    case 4: with_nt.template operator()<4>(); break;
+    case 5: with_nt.template operator()<5>(); break;
+    case 6: with_nt.template operator()<6>(); break;
+    default: with_nt.template operator()<8>(); break;
+  }
   return {a.numRegs, int(a.localSizeBytes), a.maxThreadsPerBlock, blocks};
 }
 

@@ -48,7 +48,7 @@ TEST(QmvMmaSplit, SegmentsCoverKInWholeRoundsAndSplitOnlyWhereTasksAreFew) {
   std::uniform_int_distribution<std::int64_t> n_dist(1, 40000), rounds_dist(1, 200);
   int split_seen = 0, deepest = 1;
   for (int trial = 0; trial < 2000; ++trial)
-    for (int bits : {4, 8})
+    for (int bits : kSupportedBits)
       for (int group : {32, 64, 128}) {
         const std::int64_t n = n_dist(rng), rounds = rounds_dist(rng);
         const std::int64_t k = rounds * mma_layout::round_values(bits, group);
@@ -61,7 +61,9 @@ TEST(QmvMmaSplit, SegmentsCoverKInWholeRoundsAndSplitOnlyWhereTasksAreFew) {
           EXPECT_TRUE(allowed(parts));
           ++split_seen;
         }
-        if (parts < order::kMmaMaxParts) EXPECT_FALSE(allowed(2 * parts)) << "could split deeper";
+        if (parts < order::kMmaMaxParts) {
+          EXPECT_FALSE(allowed(2 * parts)) << "could split deeper";
+        }
         deepest = std::max(deepest, parts);
         ASSERT_EQ(order::mma_segment_begin(0, parts, int(rounds)), 0);
         ASSERT_EQ(order::mma_segment_begin(parts, parts, int(rounds)), rounds);
@@ -75,15 +77,36 @@ TEST(QmvMmaSplit, SegmentsCoverKInWholeRoundsAndSplitOnlyWhereTasksAreFew) {
   EXPECT_EQ(deepest, order::kMmaMaxParts);
 }
 
+// Code m (0..7) of lane t's eight codes of chunk c for half h, decoded from the lane's round
+// words as the header's comment documents it, written out here rather than through its
+// functions: 8 bits, byte m of words 8h + 2c, 8h + 2c + 1; 2-6 bits, the planes [2], [2, 1], [4],
+// [4, 1], [4, 2], plane p of width w taking 2w words per half after the earlier planes' 4w,
+// with code 8t + i + 4e's field at bit 16e + w (4 (c mod 4/w) + i) of word c w / 4 of its half.
+std::uint32_t documented_code(const std::vector<std::uint32_t>& words, int bits, int h, int c, int m) {
+  if (bits == 8) return (words[std::size_t(8 * h + 2 * c + m / 4)] >> (8 * (m % 4))) & 0xffu;
+  const int i = m % 4, e = m / 4;
+  const int widths[2] = {bits >= 4 ? 4 : 2, bits - (bits >= 4 ? 4 : 2)};
+  std::uint32_t code = 0;
+  int base = 0, offset = 0;
+  for (int width : widths) {
+    if (width == 0) break;
+    const std::uint32_t word = words[std::size_t(base + h * 2 * width + c * width / 4)];
+    const int bit = 16 * e + width * (4 * (c % (4 / width)) + i);
+    code |= ((word >> bit) & ((1u << width) - 1u)) << offset;
+    base += 4 * width, offset += width;
+  }
+  return code;
+}
+
 TEST(MmaLayout, CodesAndParametersLandWhereTheLanesLoadThem) {
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
   struct Shape { std::int64_t n, k; };
-  for (int bits : {4, 8})
+  for (int bits : kSupportedBits)
     for (int group : {32, 64, 128})
-      for (Shape s : {Shape{16, 256}, Shape{37, 768}, Shape{5, 33 * 128}}) {
-        const int round_row_bytes = 128;  // whole groups at every format
-        const int round_values = round_row_bytes * 8 / bits;
+      for (Shape s : {Shape{16, 256}, Shape{37, 768}, Shape{5, 33 * 128}, Shape{21, 33 * 256}}) {
+        // A round: 8 chunks (32 * bits bytes of a row) at 2-6 bits, 4 chunks (128 bytes) at 8.
+        const int chunks = bits == 8 ? 4 : 8, round_values = 32 * chunks, round_row_bytes = chunks * 4 * bits;
         if (s.k % round_values != 0) continue;
         SCOPED_TRACE(std::to_string(bits) + "-bit g" + std::to_string(group) + " " + std::to_string(s.n) + "x" +
                      std::to_string(s.k));
@@ -92,33 +115,42 @@ TEST(MmaLayout, CodesAndParametersLandWhereTheLanesLoadThem) {
         ASSERT_EQ(f.layout, WeightLayout::mma_fragments);
         EXPECT_NO_THROW(f.view().validate());
         const std::int64_t tasks = (s.n + 15) / 16, rounds = s.k / round_values, groups = s.k / group;
-        const int pieces = round_row_bytes / 64, groups_per_round = round_values / group;
+        const int pieces = 16 * round_row_bytes / 512, groups_per_round = round_values / group;
+        ASSERT_EQ(pieces, mma_layout::lane_pieces(bits, group));
         ASSERT_EQ(f.packed.size(), std::size_t(tasks * 16 * s.k * bits / 8));
-        std::int64_t wrong_codes = 0, wrong_params = 0, nonzero_padding = 0;
+        std::int64_t wrong_codes = 0, wrong_pairs = 0, wrong_params = 0, nonzero_padding = 0;
         for (std::int64_t task = 0; task < tasks; ++task)
           for (std::int64_t j = 0; j < rounds; ++j)
-            for (int lane = 0; lane < 32; ++lane)
+            for (int lane = 0; lane < 32; ++lane) {
+              // The lane's words of this round, in load order: [piece][lane][16 B].
+              std::vector<std::uint32_t> words(std::size_t(4 * pieces));
+              for (int p = 0; p < pieces; ++p)
+                std::memcpy(&words[std::size_t(4 * p)], f.packed.data() + ((task * rounds + j) * pieces + p) * 512 + lane * 16, 16);
               for (int h = 0; h < 2; ++h) {
                 const int g = lane / 4, t = lane % 4;
                 const std::int64_t row = task * 16 + g + 8 * h;
-                // The lane's bytes of this half, in load order.
-                std::vector<std::uint8_t> lane_bytes;
-                for (int p = 0; p < pieces; ++p) {
-                  const std::int64_t at = ((task * rounds + j) * 2 * pieces + h * pieces + p) * 512 + lane * 16;
-                  lane_bytes.insert(lane_bytes.end(), f.packed.begin() + at, f.packed.begin() + at + 16);
-                }
                 // What the lane feeds the mma, chunk by chunk of the round: codes 8t .. 8t+7 of the chunk.
-                const int chunk_bytes_ = 4 * bits, chunks = round_row_bytes / chunk_bytes_;
                 for (int c = 0; c < chunks; ++c) {
-                  const std::uint8_t* mine = lane_bytes.data() + c * (bits / 4) * 4;  // the chunk's words of this lane
-                  for (int e = 0; e < 8; ++e) {
-                    const std::uint32_t got = unpack_code(mine, e, bits);
+                  std::uint32_t codes[8];
+                  for (int m = 0; m < 8; ++m) {
+                    codes[m] = documented_code(words, bits, h, c, m);
                     if (row >= s.n) {
-                      nonzero_padding += got != 0;
+                      nonzero_padding += codes[m] != 0;
                       continue;
                     }
-                    const std::int64_t kk = (j * chunks + c) * 32 + 8 * t + e;
-                    wrong_codes += got != unpack_code(w.packed.data() + row * w.view().row_bytes(), kk, bits);
+                    const std::int64_t kk = (j * chunks + c) * 32 + 8 * t + m;
+                    wrong_codes += codes[m] != unpack_code(w.packed.data() + row * w.view().row_bytes(), kk, bits);
+                  }
+                  if (!mma_layout::planar(bits)) continue;
+                  // The kernel's pairs (planar_pairs in src/cuda/mma_common.cuh): per plane its
+                  // word shifted and masked, OR-ed; codes i and i + 4 in the two halves.
+                  for (int i = 0; i < 4; ++i) {
+                    std::uint32_t pair = 0;
+                    for (int p = 0; p < mma_layout::plane_count(bits); ++p)
+                      pair |= mma_layout::shifted(words[std::size_t(mma_layout::plane_word(bits, p, h, c))],
+                                                  mma_layout::plane_shift(bits, p, c, i)) &
+                              mma_layout::plane_mask(bits, p);
+                    wrong_pairs += pair != (codes[i] | codes[i + 4] << 16);
                   }
                 }
                 if (t != 0) continue;
@@ -133,7 +165,9 @@ TEST(MmaLayout, CodesAndParametersLandWhereTheLanesLoadThem) {
                   wrong_params += half_at(f.biases, at) != half_at(w.biases, mlx);
                 }
               }
+            }
         EXPECT_EQ(wrong_codes, 0);
+        EXPECT_EQ(wrong_pairs, 0);
         EXPECT_EQ(wrong_params, 0);
         EXPECT_EQ(nonzero_padding, 0);
         const QuantizedMatrix back = to_mlx_layout(f.view());
@@ -142,12 +176,33 @@ TEST(MmaLayout, CodesAndParametersLandWhereTheLanesLoadThem) {
       }
 }
 
+// A deliberate slip in the decoding (plane 1's field one bit off) must be seen: the check above
+// can fail.
+TEST(MmaLayout, DocumentedDecodingDetectsAMisplacedPlane) {
+  const QuantizedMatrix w = random_matrix(16, 256, 3, 64, DType::bf16, fresh_seed());
+  const QuantizedMatrix f = to_mma_fragments(w.view());
+  std::vector<std::uint32_t> words(12);
+  for (int p = 0; p < 3; ++p) std::memcpy(&words[std::size_t(4 * p)], f.packed.data() + p * 512, 16);  // lane 0, round 0
+  std::int64_t wrong = 0;
+  for (int c = 0; c < 8; ++c)
+    for (int m = 0; m < 8; ++m) {
+      const std::uint32_t code = unpack_code(w.packed.data(), c * 32 + m, 3);
+      const int bit = 16 * (m / 4) + (4 * (c % 4) + m % 4);
+      const std::uint32_t slipped = (documented_code(words, 3, 0, c, m) & 3u) | ((words[8 + c / 4] >> (bit + 1)) & 1u) << 2;
+      EXPECT_EQ(documented_code(words, 3, 0, c, m), code);
+      wrong += slipped != code;
+    }
+  EXPECT_GT(wrong, 0);
+}
+
 TEST(MmaLayout, CpuReferenceGivesTheSameBytesAndOtherKernelsRefuse) {
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
+  for (int bits : kSupportedBits)
   for (DType dtype : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(std::to_string(bits) + "-bit " + std::string(to_string(dtype)));
     const std::int64_t n = 21, k = 512, m = 3;
-    const QuantizedMatrix w = random_matrix(n, k, 4, 64, dtype, seed + int(dtype));
+    const QuantizedMatrix w = random_matrix(n, k, bits, 64, dtype, seed + bits + int(dtype));
     const QuantizedMatrix f = to_mma_fragments(w.view());
     std::mt19937_64 rng(seed);
     std::normal_distribution<float> d(0.0f, 1.0f);
@@ -170,9 +225,11 @@ TEST(MmaLayout, RefusesWhatItCannotLayOut) {
     }
     return std::string("no exception");
   };
-  const QuantizedMatrix three = QuantizedMatrix::zeros(16, 256, 3, 64, DType::bf16);
-  EXPECT_NE(message([&] { to_mma_fragments(three.view()); }).find("bits = 3"), std::string::npos);
-  const QuantizedMatrix odd_k = QuantizedMatrix::zeros(16, 192, 4, 64, DType::bf16);  // 192 is not a multiple of 128
+  const QuantizedMatrix three = QuantizedMatrix::zeros(16, 384, 3, 64, DType::bf16);  // 384 is not a multiple of 256
+  EXPECT_NE(message([&] { to_mma_fragments(three.view()); }).find("K = 384"), std::string::npos);
+  const QuantizedMatrix eight = QuantizedMatrix::zeros(16, 384, 8, 64, DType::bf16);  // at 8 bits it is (of 128)
+  EXPECT_NO_THROW(to_mma_fragments(eight.view()));
+  const QuantizedMatrix odd_k = QuantizedMatrix::zeros(16, 192, 4, 64, DType::bf16);  // 192 is not a multiple of 256
   EXPECT_NE(message([&] { to_mma_fragments(odd_k.view()); }).find("K = 192"), std::string::npos);
   const QuantizedMatrix ok = QuantizedMatrix::zeros(17, 256, 4, 64, DType::bf16);
   const QuantizedMatrix f = to_mma_fragments(ok.view());

@@ -1,7 +1,8 @@
-// qmv_mma on the GPU (docs/design.md §6): bitwise width invariance at every M up to 64, under
-// reversal and on repeat, with qmv as the negative control; accuracy against float64, side by
-// side with qmv's; agreement with the CPU reference within a tolerance (the tensor cores' own
-// summation order is not mirrored); clear errors for what it does not serve.
+// qmv_mma on the GPU (docs/design.md §6), at every width: bitwise width invariance at every M up
+// to 64, under reversal and on repeat, with qmv as the negative control; accuracy against float64,
+// side by side with qmv's; agreement with the CPU reference within a tolerance (the tensor cores'
+// own summation order is not mirrored); every weight read exactly (one-hot activations); clear
+// errors for what it does not serve.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -88,19 +89,22 @@ TEST(CudaQmvMma, BitwiseWidthInvariantUpTo64WithNegativeControl) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   const std::int64_t ms[] = {1, 2, 3, 7, 8, 9, 15, 16, 17, 24, 31, 33, 48, 64};
   std::int64_t control = 0;
-  for (int bits : {4, 8})
+  for (int bits : kSupportedBits)
     for (int group : {32, 64, 128})
       for (DType dtype : {DType::bf16, DType::f16}) {
         SCOPED_TRACE(std::to_string(bits) + "-bit g" + std::to_string(group) + " " + std::string(to_string(dtype)));
-        const std::int64_t n = 67, k = 3840, m_all = 64;  // N odd and not a multiple of 16; K = 30 x 128
+        const std::int64_t n = 67, k = 3840, m_all = 64;  // N odd and not a multiple of 16; K = 15 x 256
         const Case c = make_case(n, k, bits, group, dtype, m_all, seed + bits * 1000 + group + int(dtype));
+        // MLX's layout is read at 4 and 8 bits only; the other widths run in the fragment layout.
+        const bool mlx_served = bits == 4 || bits == 8;
         Bytes chain;
         for (std::int64_t v = 0; v < m_all; ++v) {
-          const Bytes one = run_gpu(Kernel::qmv_mma, c, rows_of(c.x, v, 1, k, dtype), 1);
+          const Bytes one = run_gpu(Kernel::qmv_mma, c, rows_of(c.x, v, 1, k, dtype), 1, !mlx_served);
           chain.insert(chain.end(), one.begin(), one.end());
         }
         // Both layouts against the MLX layout's chain: the fragment layout's kernel has the same bits.
         for (bool fragments : {false, true}) {
+          if (!fragments && !mlx_served) continue;
           SCOPED_TRACE(fragments ? "fragment layout" : "MLX layout");
           for (std::int64_t m : ms) {
             const Bytes block = run_gpu(Kernel::qmv_mma, c, rows_of(c.x, 0, m, k, dtype), m, fragments);
@@ -129,7 +133,7 @@ TEST(CudaQmvMma, AccuracyAgainstFloat64AndCpuReference) {
   REQUIRE_GPU();
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  for (int bits : {4, 8})
+  for (int bits : kSupportedBits)
     for (int group : {32, 128})
       for (DType dtype : {DType::bf16, DType::f16}) {
         SCOPED_TRACE(std::to_string(bits) + "-bit g" + std::to_string(group) + " " + std::string(to_string(dtype)));
@@ -239,12 +243,60 @@ TEST(CudaQmvMma, FragmentLayoutGivesTheMlxLayoutsBytes) {
   EXPECT_GT(control, 0) << "the fragment layout's qmv_mma equals qmv everywhere";
 }
 
+// Every weight read exactly: vector v has one non-zero activation, a signed power of two x at
+// k = v, so each output is one group's fold of one exact product, fma(s, q x, b x) rounded once
+// (the mma's sum of one non-zero term is exact whatever its order, and the other groups and K
+// segments add zeros). Any code, plane, parameter or segment read from the wrong place shows as a
+// wrong output. Shapes: padding rows, K cut into 8 segments (37 x 8192), several trips over the
+// resident warps (34011 x 256); every width, layout (where served), group and dtype.
+TEST(CudaQmvMma, OneHotActivationsGiveEveryWeightExactly) {
+  REQUIRE_GPU();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  struct Shape { std::int64_t n, k; };
+  for (int bits : kSupportedBits)
+    for (int group : {32, 64, 128})
+      for (DType dtype : {DType::bf16, DType::f16})
+        for (Shape s : {Shape{37, 512}, Shape{37, 8192}, Shape{34011, 256}}) {
+          if ((group != 64) != (s.k == 512)) continue;  // groups 32 and 128 on the short K, 64 on the others
+          SCOPED_TRACE(std::to_string(bits) + "-bit g" + std::to_string(group) + " " + std::string(to_string(dtype)) +
+                       " " + std::to_string(s.n) + "x" + std::to_string(s.k));
+          const Case c = make_case(s.n, s.k, bits, group, dtype, 1, seed + bits * 1000 + group + int(dtype) + s.n);
+          const std::int64_t m = s.k;
+          std::mt19937_64 rng(seed + 7 * bits + s.k);
+          std::vector<float> xv(static_cast<std::size_t>(m));
+          Bytes x(std::size_t(m * s.k) * dtype_size(dtype));  // zero bytes: +0 in bf16 and f16
+          for (std::int64_t v = 0; v < m; ++v) {
+            xv[std::size_t(v)] = std::ldexp(rng() % 2 ? -1.0f : 1.0f, int(rng() % 5) - 2);
+            store_f32(x.data(), std::size_t(v * s.k + v), dtype, xv[std::size_t(v)]);
+          }
+          const std::int64_t groups = s.k / group;
+          std::int64_t wrong = 0;
+          for (bool fragments : {false, true}) {
+            if (!fragments && bits != 4 && bits != 8) continue;
+            const Bytes y = run_gpu(Kernel::qmv_mma, c, x, m, fragments);
+            for (std::int64_t v = 0; v < m; ++v)
+              for (std::int64_t r = 0; r < s.n; ++r) {
+                const std::size_t gi = std::size_t(r * groups + v / group);
+                const float sc = load_f32(c.host.scales.data(), gi, dtype), bi = load_f32(c.host.biases.data(), gi, dtype);
+                const float q = float(unpack_code(c.host.packed.data() + r * c.host.view().row_bytes(), v, bits));
+                const float xx = xv[std::size_t(v)];
+                Bytes want(dtype_size(dtype));
+                store_f32(want.data(), 0, dtype, std::fma(sc, q * xx, bi * xx));
+                wrong += load_f32(y.data(), std::size_t(v * s.n + r), dtype) != load_f32(want.data(), 0, dtype);
+              }
+          }
+          EXPECT_EQ(wrong, 0);
+        }
+}
+
 TEST(CudaQmvMma, RejectsWhatItDoesNotServe) {
   REQUIRE_GPU();
   const Case f32 = make_case(16, 256, 4, 64, DType::f32, 1, 1);
   EXPECT_THROW(run_gpu(Kernel::qmv_mma, f32, f32.x, 1), std::invalid_argument);
   const Case three = make_case(16, 256, 3, 64, DType::bf16, 1, 1);
-  EXPECT_THROW(run_gpu(Kernel::qmv_mma, three, three.x, 1), std::invalid_argument);
+  EXPECT_THROW(run_gpu(Kernel::qmv_mma, three, three.x, 1), std::invalid_argument);  // MLX's layout at 3 bits
+  EXPECT_NO_THROW(run_gpu(Kernel::qmv_mma, three, three.x, 1, true));                 // control: the fragment layout
   const Case odd_k = make_case(16, 320, 4, 64, DType::bf16, 1, 1);  // 320 is not a multiple of 256
   EXPECT_THROW(run_gpu(Kernel::qmv_mma, odd_k, odd_k.x, 1), std::invalid_argument);
   // Scales off 16-byte alignment (parameters are copied in pieces of up to 16 bytes): the first

@@ -1,0 +1,31 @@
+// Row-parallel loops, for work whose rows are independent (the CPU kernels, the layout
+// conversion): how rows are spread over threads cannot change any output byte.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+namespace exactq {
+
+// Runs body(first_row, end_row) over [0, n) in blocks, on `threads` workers (0 = all cores).
+template <typename Body>
+void parallel_rows(std::int64_t n, int threads, Body&& body) {
+  constexpr std::int64_t kRowsPerTask = 16;
+  unsigned workers = threads > 0 ? unsigned(threads) : std::max(1u, std::thread::hardware_concurrency());
+  const std::int64_t tasks = (n + kRowsPerTask - 1) / kRowsPerTask;
+  if (std::int64_t(workers) > tasks) workers = unsigned(std::max<std::int64_t>(1, tasks));
+  std::atomic<std::int64_t> next{0};
+  auto work = [&] {
+    for (std::int64_t t; (t = next.fetch_add(1)) < tasks;)
+      body(t * kRowsPerTask, std::min(n, (t + 1) * kRowsPerTask));
+  };
+  std::vector<std::thread> pool;
+  for (unsigned i = 1; i < workers; ++i) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+}
+
+}  // namespace exactq

@@ -249,6 +249,12 @@ __device__ __forceinline__ void chunk_step(const std::uint32_t (&w)[ROWS][BITS],
 template <int V, int ROWS>
 inline constexpr int kFamilyMinBlocks = V >= 6 ? 1 : (V == 1 && ROWS <= 2 ? EXACTQ_QMV_TWO_ROW_BLOCKS : 2);
 
+// A -D knob for the A/B of session 13 §2: 0 compiles the L2 prefetch out of every kernel (the
+// 2- and 4-bit qmv kernels are then session 12's, byte for byte).
+#ifndef EXACTQ_QMV_PREFETCH_CODE
+#define EXACTQ_QMV_PREFETCH_CODE 1
+#endif
+
 template <int BITS, int V, int ROWS, int PARAM>
 __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
     qmv_family_kernel(const QmvParams p) {
@@ -362,7 +368,7 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
       // session 13 against 36.3 and 38.7 us without it in session 12 (not yet A/B-tested in one
       // run, cause unknown); the other kernels keep the code measured in session 12.
       auto prefetch = [&](int c) {
-        if constexpr ((BITS == 2 || BITS == 4) && V == 1) {
+        if constexpr (EXACTQ_QMV_PREFETCH_CODE && (BITS == 2 || BITS == 4) && V == 1) {
           const int ahead = c + 32 * (1 + p.l2_prefetch_rounds);
           if (p.l2_prefetch_rounds > 0 && ahead < c_end)
 #pragma unroll

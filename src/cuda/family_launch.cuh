@@ -59,9 +59,16 @@ void launch_family(const QuantizedMatrixView& w, const void* x, std::int64_t vec
   // qmv at 4 bits with many trips per warp (the heads): requesting each row's bytes into L2 two
   // rounds beyond the register prefetch measured 8 % faster on Gemma's head and 2 % on Llama's,
   // and 1-5 % slower on 28672x8192 (3.4 trips), the projections and at 8 bits (session 12, call 7).
-  constexpr std::int64_t kPrefetchMinTrips = 8;
+  // -D knobs for measuring: the trips from which it is on, and how far ahead.
+#ifndef EXACTQ_QMV_PREFETCH_MIN_TRIPS
+#define EXACTQ_QMV_PREFETCH_MIN_TRIPS 8
+#endif
+#ifndef EXACTQ_QMV_PREFETCH_ROUNDS
+#define EXACTQ_QMV_PREFETCH_ROUNDS 2
+#endif
+  constexpr std::int64_t kPrefetchMinTrips = EXACTQ_QMV_PREFETCH_MIN_TRIPS;
   if (V == 1 && BITS == 4 && tasks >= kPrefetchMinTrips * std::int64_t(grid_x) * (kWarps / p.split))
-    p.l2_prefetch_rounds = 2;
+    p.l2_prefetch_rounds = EXACTQ_QMV_PREFETCH_ROUNDS;
   constexpr std::int64_t kMaxGridY = 65535;
   for (std::int64_t t0 = 0; t0 < tiles; t0 += kMaxGridY) {
     const std::int64_t count = tiles - t0 < kMaxGridY ? tiles - t0 : kMaxGridY;

@@ -26,6 +26,9 @@ void check_shape(std::int64_t n, std::int64_t k, int bits, int group) {
 
 namespace {
 
+// 4 and 8 bits move whole 32-bit words; the other widths move codes, plane by plane.
+constexpr bool moves_whole_words(int bits) { return bits == 4 || bits == 8; }
+
 // Calls words(mlx_row, mlx_byte, fragment_byte) for every 4-byte word of codes (4 and 8 bits:
 // whole words move), and params(mlx_element, fragment_element) for every group parameter, of the
 // N real rows. Rows in [first, end).
@@ -41,7 +44,7 @@ void for_each_place(std::int64_t first, std::int64_t end, std::int64_t k, int bi
     const int g = int(row % kTaskRows) % 8, h = int(row % kTaskRows) / 8;
     for (std::int64_t j = 0; j < rounds; ++j) {
       for (int t = 0; t < 4; ++t)
-        if (!planar(bits) || bits == 4)
+        if (moves_whole_words(bits))
           for (int i = 0; i < words_per_half; ++i)
             words(row, mlx_word_byte(j, t, i, bits, group),
                   fragment_word_byte(task, rounds, j, h, 4 * g + t, i, bits, group));
@@ -115,7 +118,7 @@ QuantizedMatrix convert(const QuantizedMatrixView& w, WeightLayout from, WeightL
   const std::size_t elem = dtype_size(w.dtype);
   // Rows are independent, and each row's words and parameters are its own.
   parallel_rows(w.n, 0, [&](std::int64_t first, std::int64_t end) {
-    if (mma_layout::planar(w.bits) && w.bits != 4) move_planar_codes(w, out, forward, first, end);
+    if (!moves_whole_words(w.bits)) move_planar_codes(w, out, forward, first, end);
     for_each_place(
         first, end, w.k, w.bits, w.group,
         [&](std::int64_t row, std::int64_t mlx_byte, std::int64_t fragment_byte) {

@@ -5,6 +5,7 @@
 #pragma once
 #include <cuda_bf16.h>
 
+#include "common/dispatch.h"
 #include "cuda/common.cuh"
 #include "cuda/launch.h"
 #include "exactq/mma_layout.h"
@@ -421,8 +422,7 @@ void for_each_mma_launch(const QuantizedMatrixView& w, const void* x, std::int64
     else if (w.group == 64) with.template operator()<BITS, 64>();
     else with.template operator()<BITS, 128>();
   };
-  const bool launched = ((w.bits == kBits ? (with_group.template operator()<kBits>(), true) : false) || ...);
-  if (!launched) throw std::logic_error("[exactq] qmv_mma: no kernel built for bits = " + std::to_string(w.bits));
+  dispatch_value<kBits...>(w.bits, "qmv_mma bits", with_group);
 }
 
 // Launches KERNEL (blocks of WARPS warps) over passes [first_pass, first_pass + passes), with

@@ -20,26 +20,14 @@ void launch_qmv_mma_fragments(const QuantizedMatrixView& w, const void* x, std::
   if (pieces >= (std::int64_t(1) << 32) || param_words >= (std::int64_t(1) << 32))
     throw std::invalid_argument("[exactq] qmv_mma: a fragment-layout matrix of " + std::to_string(pieces * 16) +
                                 " bytes of codes is beyond the kernel's 32-bit offsets (64 GB)");
-  switch (w.bits) {
-    case 2: return fragments::launch_width<2>(w, x, m, y, stream);
-    case 3: return fragments::launch_width<3>(w, x, m, y, stream);
-    case 4: return fragments::launch_width<4>(w, x, m, y, stream);
-    case 5: return fragments::launch_width<5>(w, x, m, y, stream);
-    case 6: return fragments::launch_width<6>(w, x, m, y, stream);
-    case 8: return fragments::launch_width<8>(w, x, m, y, stream);
-    default: throw std::logic_error("[exactq] qmv_mma: no kernel built for bits = " + std::to_string(w.bits));
-  }
+  dispatch_value<2, 3, 4, 5, 6, 8>(w.bits, "qmv_mma bits",
+                                   [&]<int BITS>() { fragments::launch_width<BITS>(w, x, m, y, stream); });
 }
 
 cuda::KernelResources qmv_mma_fragments_resources(int bits, int vectors) {
-  switch (bits) {
-    case 2: return fragments::width_resources<2>(vectors);
-    case 3: return fragments::width_resources<3>(vectors);
-    case 4: return fragments::width_resources<4>(vectors);
-    case 5: return fragments::width_resources<5>(vectors);
-    case 6: return fragments::width_resources<6>(vectors);
-    default: return fragments::width_resources<8>(vectors);
-  }
+  cuda::KernelResources r{};
+  dispatch_value<2, 3, 4, 5, 6, 8>(bits, "qmv_mma bits", [&]<int BITS>() { r = fragments::width_resources<BITS>(vectors); });
+  return r;
 }
 
 }  // namespace exactq::cuda_detail

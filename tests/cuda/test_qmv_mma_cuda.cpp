@@ -271,22 +271,31 @@ TEST(CudaQmvMma, OneHotActivationsGiveEveryWeightExactly) {
             store_f32(x.data(), std::size_t(v * s.k + v), dtype, xv[std::size_t(v)]);
           }
           const std::int64_t groups = s.k / group;
-          std::int64_t wrong = 0;
+          // Output (r, v) as it must be if the kernel read the code at k = code_k for k = v.
+          auto expected = [&](std::int64_t r, std::int64_t v, std::int64_t code_k) {
+            const std::size_t gi = std::size_t(r * groups + v / group);
+            const float sc = load_f32(c.host.scales.data(), gi, dtype), bi = load_f32(c.host.biases.data(), gi, dtype);
+            const float q = float(unpack_code(c.host.packed.data() + r * c.host.view().row_bytes(), code_k, bits));
+            const float xx = xv[std::size_t(v)];
+            Bytes want(dtype_size(dtype));
+            store_f32(want.data(), 0, dtype, std::fma(sc, q * xx, bi * xx));
+            return load_f32(want.data(), 0, dtype);
+          };
+          std::int64_t wrong = 0, neighbour_differs = 0;
           for (bool fragments : {false, true}) {
             if (!fragments && bits != 4 && bits != 8) continue;
             const Bytes y = run_gpu(Kernel::qmv_mma, c, x, m, fragments);
             for (std::int64_t v = 0; v < m; ++v)
               for (std::int64_t r = 0; r < s.n; ++r) {
-                const std::size_t gi = std::size_t(r * groups + v / group);
-                const float sc = load_f32(c.host.scales.data(), gi, dtype), bi = load_f32(c.host.biases.data(), gi, dtype);
-                const float q = float(unpack_code(c.host.packed.data() + r * c.host.view().row_bytes(), v, bits));
-                const float xx = xv[std::size_t(v)];
-                Bytes want(dtype_size(dtype));
-                store_f32(want.data(), 0, dtype, std::fma(sc, q * xx, bi * xx));
-                wrong += load_f32(y.data(), std::size_t(v * s.n + r), dtype) != load_f32(want.data(), 0, dtype);
+                const float got = load_f32(y.data(), std::size_t(v * s.n + r), dtype);
+                wrong += got != expected(r, v, v);
+                // Negative control: the same output against its neighbour's code (k = v xor 1, the
+                // same group) must differ somewhere, or the check could not see a misplaced code.
+                neighbour_differs += got != expected(r, v, v ^ 1);
               }
           }
           EXPECT_EQ(wrong, 0);
+          EXPECT_GT(neighbour_differs, 0);
         }
 }
 

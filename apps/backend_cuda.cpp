@@ -28,6 +28,7 @@ class CudaBackend final : public Backend {
     copies_.push_back(cuda::DeviceMatrix::upload(w));
   }
   void set_mma_layout(WeightLayout layout) override { mma_layout_ = layout; }
+  void set_options(const QmvOptions& options) override { options_ = options; }
 
   void run(Kernel kernel, std::span<const std::byte> x, std::int64_t m, std::span<std::byte> y) override {
     if (copies_.empty()) throw std::logic_error("cuda backend: no weights loaded");

@@ -35,6 +35,8 @@ nlohmann::json run_bench(const BenchConfig& c, Backend& backend) {
                    {"repeats", repeats},
                    {"streamed_max_vectors", c.options.streamed_max_vectors},
                    {"overlap_launch", c.options.overlap_launch},
+                   {"qmv_l2_prefetch_rounds", c.options.qmv_l2_prefetch_rounds},
+                   {"qmv_l2_prefetch_next_task", c.options.qmv_l2_prefetch_next_task},
                    {"mma_layout", c.mma_layout == WeightLayout::mlx ? "mlx" : "fragments"}};
   out["read_ceiling_gb_s"] = ceiling / 1e9;
   out["kernel_resources"] = backend.kernel_resources(c.bits);
@@ -46,7 +48,8 @@ nlohmann::json run_bench(const BenchConfig& c, Backend& backend) {
   fmt::print("{:<14} {:>7} {:>6} {:<13} {:>3} {:>10} {:>9} {:>7} {:>8} {:>6} {:>10}\n", "shape", "N", "K", "kernel", "M",
              "us", "GB/s", "of roof", "of read", "x qmv", "recovered");
 
-  const std::size_t total = c.shapes.size() * c.kernels.size() * c.ms.size();
+  const std::vector<QmvOptions> variants = c.variants.empty() ? std::vector<QmvOptions>{c.options} : c.variants;
+  const std::size_t total = c.shapes.size() * variants.size() * c.kernels.size() * c.ms.size();
   std::size_t done = 0;
   for (const Shape& s : c.shapes) {
     const QuantizedMatrix w = random_quantized(s.n, s.k, c.bits, c.group, c.dtype, std::uint64_t(s.n * 31 + s.k));
@@ -62,6 +65,9 @@ nlohmann::json run_bench(const BenchConfig& c, Backend& backend) {
       fmt::print("{:<14} streaming read of the same {:.1f} MB: {:.1f} us, {:.1f} GB/s, {:.1f}% of the ceiling\n", s.name,
                  weight_bytes / 1e6, read_us, read_gbs, 100.0 * read_gbs * 1e9 / ceiling);
     }
+    for (const QmvOptions& variant : variants) {
+    backend.set_options(variant);
+    const std::string label = c.variants.empty() ? std::string() : prefetch_label(variant);
     std::map<std::pair<Kernel, std::int64_t>, double> t;
     std::map<std::pair<Kernel, std::int64_t>, std::string> digest;
     for (Kernel kernel : c.kernels)
@@ -84,6 +90,7 @@ nlohmann::json run_bench(const BenchConfig& c, Backend& backend) {
         nlohmann::json row = {{"shape", s.name}, {"n", s.n},   {"k", s.k},     {"kernel", std::string(to_string(kernel))},
                               {"m", m},          {"us", us},   {"bytes", bytes}, {"gb_s", gbs},
                               {"fraction_of_ceiling", gbs * 1e9 / ceiling}, {"output_digest", digest[{kernel, m}]}};
+        if (!label.empty()) row["tuning"] = label;
         std::string of_read = "-";
         if (read_gbs > 0) {
           row["fraction_of_size_matched_read"] = gbs / read_gbs;
@@ -101,12 +108,22 @@ nlohmann::json run_bench(const BenchConfig& c, Backend& backend) {
           recovered = fmt::format("{:.2f}", frac);
         }
         out["rows"].push_back(row);
-        fmt::print("{:<14} {:>7} {:>6} {:<13} {:>3} {:>10.1f} {:>9.1f} {:>6.1f}% {:>8} {:>6} {:>10}\n", s.name, s.n, s.k,
-                   to_string(kernel), m, us, gbs, 100.0 * gbs * 1e9 / ceiling, of_read, vs_qmv, recovered);
+        fmt::print("{:<14} {:>7} {:>6} {:<13} {:>3} {:>10.1f} {:>9.1f} {:>6.1f}% {:>8} {:>6} {:>10} {}\n", s.name, s.n,
+                   s.k, to_string(kernel), m, us, gbs, 100.0 * gbs * 1e9 / ceiling, of_read, vs_qmv, recovered, label);
       }
+    }
   }
   return out;
 }
+
+namespace {
+// A result row's kernel, with its tuning variant where the run swept one.
+std::string arm_name(const nlohmann::json& row) {
+  std::string name = row["kernel"].get<std::string>();
+  if (row.contains("tuning")) name += " (" + row["tuning"].get<std::string>() + ")";
+  return name;
+}
+}  // namespace
 
 std::string bench_markdown(const nlohmann::json& r) {
   std::string md = fmt::format("Device: {}. {}-bit, group {}, {}; median of {} launches. Read ceiling measured in the "
@@ -134,7 +151,8 @@ std::string bench_markdown(const nlohmann::json& r) {
         "|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& row : r["rows"]) {
     md += fmt::format("| {} | {} | {} | {} | {} | {:.1f} | {:.1f} | {:.1f}% | {} | {} | {} |\n", row["shape"].get<std::string>(),
-                      row["n"].get<std::int64_t>(), row["k"].get<std::int64_t>(), row["kernel"].get<std::string>(),
+                      row["n"].get<std::int64_t>(), row["k"].get<std::int64_t>(),
+                      arm_name(row),
                       row["m"].get<std::int64_t>(), row["us"].get<double>(), row["gb_s"].get<double>(),
                       100.0 * row["fraction_of_ceiling"].get<double>(),
                       row.contains("fraction_of_size_matched_read")
@@ -154,7 +172,7 @@ std::string bench_svg(const nlohmann::json& r) {
   double top = r["read_ceiling_gb_s"].get<double>();
   std::int64_t m_hi = 1;
   for (const auto& row : r["rows"]) {
-    const auto s = row["shape"].get<std::string>(), k = row["kernel"].get<std::string>();
+    const auto s = row["shape"].get<std::string>(), k = arm_name(row);
     if (std::find(shapes.begin(), shapes.end(), s) == shapes.end()) shapes.push_back(s);
     if (std::find(kernels.begin(), kernels.end(), k) == kernels.end()) kernels.push_back(k);
     top = std::max(top, row["gb_s"].get<double>());
@@ -190,7 +208,7 @@ std::string bench_svg(const nlohmann::json& r) {
     for (std::size_t ki = 0; ki < kernels.size(); ++ki) {
       std::string points;
       for (const auto& row : r["rows"])
-        if (row["shape"] == shapes[si] && row["kernel"] == kernels[ki])
+        if (row["shape"] == shapes[si] && arm_name(row) == kernels[ki])
           points += fmt::format("{:.1f},{:.1f} ", px(double(row["m"].get<std::int64_t>())), py(row["gb_s"].get<double>()));
       svg += fmt::format("<polyline fill='none' stroke='{}' stroke-width='2' points='{}'/>\n", colors[ki % 5], points);
     }
@@ -211,6 +229,8 @@ void add_bench_command(CLI::App& app, int& exit_code) {
     std::string json, markdown, plot, mma_layout = "fragments";
     int bits = 4, group = 64, repeats = 0, vmax = 8, threads = 0;
     bool overlap_launch = false;
+    QmvOptions tuning;
+    std::string prefetch_sweep;
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("--backend", a->backend, "cpu, cuda or auto")->capture_default_str();
@@ -225,6 +245,9 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--threads", a->threads, "CPU threads (0 = all)")->capture_default_str();
   cmd->add_flag("--overlap-launch", a->overlap_launch,
                 "CUDA qmv, qmv_streamed: programmatic dependent launches (weights read before the previous kernel ends)");
+  add_tuning_options(cmd, a->tuning);
+  cmd->add_option("--sweep-qmv-l2-prefetch", a->prefetch_sweep,
+                  "time every point once per ROUNDS:NEXT item (comma-separated), on the same weights");
   cmd->add_option("--mma-layout", a->mma_layout, "qmv_mma's weights: fragments (converted at load) or mlx")
       ->capture_default_str();
   cmd->add_option("--json", a->json, "write the results as JSON");
@@ -242,11 +265,13 @@ void add_bench_command(CLI::App& app, int& exit_code) {
     if (a->repeats < 0) throw std::invalid_argument(fmt::format("--repeats {} must be >= 0", a->repeats));
     if (a->vmax < 1) throw std::invalid_argument(fmt::format("--vmax {} must be at least 1", a->vmax));
     if (a->threads < 0) throw std::invalid_argument(fmt::format("--threads {} must be >= 0", a->threads));
-    QmvOptions options;
+    check_tuning_options(a->tuning);
+    QmvOptions options = a->tuning;
     options.streamed_max_vectors = a->vmax;
     options.threads = a->threads;
     options.overlap_launch = a->overlap_launch;
     c.options = options;
+    if (!a->prefetch_sweep.empty()) c.variants = parse_prefetch_sweep(a->prefetch_sweep, options);
     c.mma_layout = parse_mma_layout(a->mma_layout);
     auto backend = make_backend(a->backend, options);
     backend->set_mma_layout(c.mma_layout);

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "exactq/qmv.h"
@@ -43,7 +44,19 @@ class Backend {
   // The layout qmv_mma reads its weights in (the CUDA backend converts a copy of the matrix to
   // the fragment layout, where the shape allows; the CPU reference gives the same answer for both).
   virtual void set_mma_layout(WeightLayout /*layout*/) {}
+  // Replaces the options the backend was made with (bench's tuning sweep).
+  virtual void set_options(const QmvOptions& options) = 0;
 };
+
+// The numerically irrelevant tuning knobs of QmvOptions as flags (--qmv-l2-prefetch-rounds, ...),
+// bound to `options`; check_tuning_options throws std::invalid_argument naming a bad value.
+void add_tuning_options(CLI::App* cmd, QmvOptions& options);
+void check_tuning_options(const QmvOptions& options);
+// "R:N,R:N,...": L2 prefetch rounds and next-task setting per variant (bench --sweep-qmv-l2-prefetch),
+// applied to copies of `base`; throws std::invalid_argument naming a bad item.
+std::vector<QmvOptions> parse_prefetch_sweep(std::string_view text, const QmvOptions& base);
+// "prefetch R, next task N" (-1 printed as "auto").
+std::string prefetch_label(const QmvOptions& options);
 
 // "fragments" or "mlx" (--mma-layout); throws std::invalid_argument otherwise.
 WeightLayout parse_mma_layout(std::string_view text);

@@ -233,6 +233,7 @@ void add_parity_command(CLI::App& app, int& exit_code) {
     std::int64_t n = 512, k = 3840, m_max = 8;
     int bits = 4, group = 64, vmax = 8, threads = 0;
     bool overlap_launch = false;
+    QmvOptions tuning;
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("--backend", args->backend, "cpu, cuda or auto")->capture_default_str();
@@ -249,6 +250,7 @@ void add_parity_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--threads", args->threads, "CPU threads (0 = all)")->capture_default_str();
   cmd->add_flag("--overlap-launch", args->overlap_launch,
                 "CUDA qmv, qmv_streamed: programmatic dependent launches (weights read before the previous kernel ends)");
+  add_tuning_options(cmd, args->tuning);
   cmd->add_option("--mma-layout", args->mma_layout, "qmv_mma's weights: fragments (converted at load) or mlx")
       ->capture_default_str();
   cmd->add_option("--json", args->json, "write the full results as JSON to this file");
@@ -268,6 +270,8 @@ void add_parity_command(CLI::App& app, int& exit_code) {
       if (s < 0) throw std::invalid_argument(fmt::format("--seeds: {} is negative", s));
       c.seeds.push_back(std::uint64_t(s));
     }
+    check_tuning_options(args->tuning);
+    c.options = args->tuning;
     c.options.streamed_max_vectors = args->vmax;
     c.options.threads = args->threads;
     c.options.overlap_launch = args->overlap_launch;

@@ -36,7 +36,7 @@ void launch_family(const QuantizedMatrixView& w, const void* x, std::int64_t vec
     throw std::invalid_argument("[exactq] N * K / group = " + std::to_string(w.n * (w.k / w.group)) +
                                 " group parameters: the CUDA qmv family indexes them with 32 bits (at most 2^31 - 1)");
   QmvParams p{w.packed.data(), w.scales.data(), w.biases.data(), x, y, w.n, w.k, 0, w.group, family_tile(w.k, V),
-              w.dtype, 1, 0};
+              w.dtype, 1, 0, 0};
   const std::int64_t tasks = (w.n + ROWS - 1) / ROWS;
   // qmv with one K tile and fewer tasks than resident warps: split each task's K over 2 or 4
   // warps (qmv_family_kernel replays the parts in order). A choice from N, K and the device only.
@@ -66,9 +66,19 @@ void launch_family(const QuantizedMatrixView& w, const void* x, std::int64_t vec
 #ifndef EXACTQ_QMV_PREFETCH_ROUNDS
 #define EXACTQ_QMV_PREFETCH_ROUNDS 2
 #endif
+  // QmvOptions may set the distance for every shape (tuning; 2 and 4 bits, where it is compiled in).
   constexpr std::int64_t kPrefetchMinTrips = EXACTQ_QMV_PREFETCH_MIN_TRIPS;
-  if (V == 1 && BITS == 4 && tasks >= kPrefetchMinTrips * std::int64_t(grid_x) * (kWarps / p.split))
-    p.l2_prefetch_rounds = EXACTQ_QMV_PREFETCH_ROUNDS;
+  if constexpr (V == 1 && (BITS == 2 || BITS == 4)) {
+    if (options.qmv_l2_prefetch_rounds >= 0)
+      p.l2_prefetch_rounds = options.qmv_l2_prefetch_rounds;
+    else if (BITS == 4 && tasks >= kPrefetchMinTrips * std::int64_t(grid_x) * (kWarps / p.split))
+      p.l2_prefetch_rounds = EXACTQ_QMV_PREFETCH_ROUNDS;
+#ifndef EXACTQ_QMV_PREFETCH_NEXT_TASK
+#define EXACTQ_QMV_PREFETCH_NEXT_TASK 0
+#endif
+    p.l2_prefetch_next_task = options.qmv_l2_prefetch_next_task >= 0 ? options.qmv_l2_prefetch_next_task
+                                                                       : EXACTQ_QMV_PREFETCH_NEXT_TASK;
+  }
   constexpr std::int64_t kMaxGridY = 65535;
   for (std::int64_t t0 = 0; t0 < tiles; t0 += kMaxGridY) {
     const std::int64_t count = tiles - t0 < kMaxGridY ? tiles - t0 : kMaxGridY;

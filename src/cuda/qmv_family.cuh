@@ -32,6 +32,7 @@ struct QmvParams {
   DType dtype;
   int split;  // qmv, one K tile: warps per task (1, 2 or 4), K cut into that many runs of rounds
   int l2_prefetch_rounds;  // qmv: rows' bytes this many rounds beyond the register prefetch go to L2 (0: none)
+  int l2_prefetch_next_task;  // qmv, one K tile, no split: near a task's end that prefetch runs on into the next
 };
 
 // ---- x in shared memory: the integers X of order.h, per chunk ------------------------------------
@@ -292,6 +293,8 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
   // The next launch on the stream may take the SM slots this grid frees; it waits for this grid
   // to finish before it touches x or y (wait_for_previous_grid below).
   let_next_grid_start();
+  // The L2 prefetch is compiled into qmv at 2 and 4 bits only (see `prefetch` below).
+  constexpr bool kPrefetchCode = EXACTQ_QMV_PREFETCH_CODE && (BITS == 2 || BITS == 4) && V == 1;
 
   for (std::int64_t trip = 0; trip < trips; ++trip) {
     const std::int64_t task = my_first_task + trip * warps_total;
@@ -311,6 +314,10 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
       // two chunks of 4 rows in the SASS, 43.4 instead of 45.3 us on 28672x8192.
       asm("" : "+l"(wrow[r]), "+r"(prow[r]));
     }
+    // The warp's task of the next trip, where the L2 prefetch runs on into it.
+    const std::int64_t next_row0 = row0 + warps_total * ROWS;
+    const bool prefetch_next =
+        kPrefetchCode && p.l2_prefetch_next_task && tiles == 1 && split == 1 && active && next_row0 < p.n;
     float total[ROWS][V];
 #pragma unroll
     for (int r = 0; r < ROWS; ++r)
@@ -367,13 +374,24 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
       // it compiled in, even where it is off, 28672x8192 measured 2-bit 33.6 and 4-bit 35.5 us in
       // session 13 against 36.3 and 38.7 us without it in session 12 (not yet A/B-tested in one
       // run, cause unknown); the other kernels keep the code measured in session 12.
+      // Past this task's last round it asks for the next task's first rounds instead (with
+      // l2_prefetch_next_task), so that a trip's first loads, which nothing else covers, find
+      // their bytes in L2. A lane's chunks are lane, lane + 32, ...: `lane_rounds` of them.
+      const int lane_rounds = kPrefetchCode ? (c_end - c + 31) / 32 : 0;
       auto prefetch = [&](int c) {
-        if constexpr (EXACTQ_QMV_PREFETCH_CODE && (BITS == 2 || BITS == 4) && V == 1) {
+        if constexpr (kPrefetchCode) {
           const int ahead = c + 32 * (1 + p.l2_prefetch_rounds);
-          if (p.l2_prefetch_rounds > 0 && ahead < c_end)
+          if (p.l2_prefetch_rounds <= 0) return;
+          if (ahead < c_end) {
 #pragma unroll
             for (int r = 0; r < ROWS; ++r)
               asm volatile("prefetch.global.L2 [%0];" ::"l"(wrow[r] + std::int64_t(chunk0 + ahead) * (4 * BITS)));
+          } else if (prefetch_next && ahead - 32 * lane_rounds < c_end) {
+            const std::uint8_t* next = p.packed + next_row0 * row_bytes + std::int64_t(ahead - 32 * lane_rounds) * (4 * BITS);
+#pragma unroll
+            for (int r = 0; r < ROWS; ++r)
+              if (next_row0 + r < p.n) asm volatile("prefetch.global.L2 [%0];" ::"l"(next + r * row_bytes));
+          }
         }
       };
       while (c < c_end) {

@@ -139,12 +139,24 @@ TEST(CudaQmv, EqualsCpuMirrorOverSeveralTrips) {
     std::int64_t n, k;
   };
   for (Case c : {Case{4, 4 * (2112 + 800) + 3, 4416}, Case{4, 4 * (2 * 2112 + 300) + 1, 4416},
-                 Case{8, 2 * (2112 + 500) + 1, 2048 + 96}, Case{3, 4 * (2112 + 1000), 8192}})
+                 Case{8, 2 * (2112 + 500) + 1, 2048 + 96}, Case{3, 4 * (2112 + 1000), 8192},
+                 Case{2, 4 * (2112 + 700) + 2, 3840}})
     for (std::int64_t m : {1, 2}) {
       SCOPED_TRACE("bits " + std::to_string(c.bits) + " N " + std::to_string(c.n) + " K " + std::to_string(c.k) +
                    " M " + std::to_string(m));
       const Problem p = make_problem(c.n, c.k, c.bits, 32, DType::f16, m, seed + std::uint64_t(c.n + m));
-      EXPECT_EQ(differing(run_gpu(Kernel::qmv, p, p.x, m), run_cpu(Kernel::qmv, p, p.x, m)), 0);
+      const std::vector<std::byte> cpu = run_cpu(Kernel::qmv, p, p.x, m);
+      EXPECT_EQ(differing(run_gpu(Kernel::qmv, p, p.x, m), cpu), 0);
+      // The L2 prefetch's settings (memory traffic only) at 2 and 4 bits, also running on into
+      // the next task (K = 4416 and 3840 leave some lanes a round fewer than others).
+      for (int rounds : {1, 3})
+        for (int next : {0, 1}) {
+          SCOPED_TRACE("prefetch rounds " + std::to_string(rounds) + " next task " + std::to_string(next));
+          QmvOptions options;
+          options.qmv_l2_prefetch_rounds = rounds;
+          options.qmv_l2_prefetch_next_task = next;
+          EXPECT_EQ(differing(run_gpu(Kernel::qmv, p, p.x, m, options), cpu), 0);
+        }
     }
 }
 

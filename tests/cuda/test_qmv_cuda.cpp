@@ -309,6 +309,13 @@ TEST(CudaQmv, RejectsBadArguments) {
   QmvOptions o;
   o.streamed_max_vectors = 0;
   EXPECT_THROW(cuda::qmv(Kernel::qmv_streamed, p.device.view, dx.bytes(), 2, dy.bytes(), o), std::invalid_argument);
+  for (auto [rounds, next] : {std::pair{-2, -1}, std::pair{65, -1}, std::pair{2, 2}}) {
+    QmvOptions bad;
+    bad.qmv_l2_prefetch_rounds = rounds;
+    bad.qmv_l2_prefetch_next_task = next;
+    EXPECT_THROW(cuda::qmv(Kernel::qmv, p.device.view, dx.bytes(), 2, dy.bytes(), bad), std::invalid_argument)
+        << rounds << " " << next;
+  }
   // Misaligned device pointers are refused before any launch (they would fault on the device).
   cuda::DeviceBuffer shifted(p.x.size() + 16);
   const auto misaligned_x = std::span<const std::byte>(shifted.bytes()).subspan(2, p.x.size());

@@ -46,15 +46,12 @@ struct QmvOptions {
   // weights must not be written by the kernel just before it on the stream. qmv_mma and qmv_wide
   // ignore it (qmv_mma measured slower so). Numerically irrelevant.
   bool overlap_launch = false;
-  // CUDA qmv at 2 and 4 bits, M = 1, and qmv_mma on the fragment layout: each row's bytes this
-  // many rounds (qmv: a chunk per lane; qmv_mma: 8 chunks of 16 rows) beyond the register
-  // prefetch are requested into L2. -1 lets the launcher choose from the shape
-  // (src/cuda/family_launch.cuh, qmv_mma_fragments.cuh); 0 turns it off; at most 64.
-  // Numerically irrelevant: a tuning knob.
+  // CUDA qmv at 2 and 4 bits, M = 1: each row's bytes this many rounds (a chunk per lane) beyond
+  // the register prefetch are requested into L2. -1 lets the launcher choose from the shape
+  // (src/cuda/family_launch.cuh); 0 turns it off. Numerically irrelevant: a tuning knob.
   int qmv_l2_prefetch_rounds = -1;
-  // With that prefetch on (qmv: and K in one tile, unsplit), near a task's end it runs on into
-  // the first rounds of the warp's next task. -1: the launcher's choice; 0 off; 1 on.
-  // Numerically irrelevant.
+  // With the L2 prefetch on and K in one tile: near a task's end it runs on into the first
+  // rounds of the warp's next task. -1: the launcher's choice; 0 off; 1 on. Numerically irrelevant.
   int qmv_l2_prefetch_next_task = -1;
 };
 

@@ -83,7 +83,7 @@ void qmv(Kernel kernel, const QuantizedMatrixView& w, std::span<const std::byte>
     case Kernel::qmv: launch_qmv(w, x.data(), 0, m, y.data(), options, s); break;
     case Kernel::qmv_streamed: launch_qmv_streamed(w, x.data(), m, y.data(), options, s); break;
     case Kernel::qmv_wide: launch_qmv_wide(w, x.data(), m, y.data(), s); break;
-    case Kernel::qmv_mma: launch_qmv_mma(w, x.data(), m, y.data(), options, s); break;
+    case Kernel::qmv_mma: launch_qmv_mma(w, x.data(), m, y.data(), s); break;
   }
 }
 

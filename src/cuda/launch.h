@@ -24,12 +24,10 @@ void launch_qmv_wide(const QuantizedMatrixView& w, const void* x, std::int64_t m
 // qmv_mma: passes of 16 vectors through one tensor-core schedule (qmv_mma.cu).
 // Always a plain launch: as a programmatic dependent launch it measured 15-45 % slower on shapes below 60 MB
 // (docs/benchmark_results/2026-12-03-h200-session4-qmv.md), so QmvOptions::overlap_launch is ignored.
-// Of QmvOptions only the L2 prefetch knobs are read, by the fragment-layout kernel.
-void launch_qmv_mma(const QuantizedMatrixView& w, const void* x, std::int64_t m, void* y, const QmvOptions& options,
-                    cudaStream_t stream);
+void launch_qmv_mma(const QuantizedMatrixView& w, const void* x, std::int64_t m, void* y, cudaStream_t stream);
 // The same for a matrix in the fragment layout (qmv_mma_fragments.cu); launch_qmv_mma forwards.
 void launch_qmv_mma_fragments(const QuantizedMatrixView& w, const void* x, std::int64_t m, void* y,
-                              const QmvOptions& options, cudaStream_t stream);
+                              cudaStream_t stream);
 
 cuda::KernelResources qmv_resources(int bits);
 cuda::KernelResources qmv_mma_resources(int bits, int vectors);  // the MLX-layout kernel

@@ -43,8 +43,6 @@ struct MmaParams {
   DType dtype;
   int task_warps;   // warps of a block that take tasks: a multiple of k_parts, at most the block's
   int k_parts;      // K segments per task (order::mma_k_parts); consecutive warps are a task's parts
-  int l2_prefetch_rounds;     // fragment kernel: codes this many rounds beyond the register ring go to L2 (0: none)
-  int l2_prefetch_next_task;  // fragment kernel: past a segment's end, that prefetch goes on into the next task's
 };
 
 // The work of one warp: which part of a task it computes and which tasks it takes, trip by trip.

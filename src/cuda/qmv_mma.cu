@@ -279,9 +279,8 @@ int mma_tile(std::int64_t k, int k_parts, int nt, int count) {
 
 }  // namespace
 
-void launch_qmv_mma(const QuantizedMatrixView& w, const void* x, std::int64_t m, void* y, const QmvOptions& options,
-                    cudaStream_t stream) {
-  if (w.layout == WeightLayout::mma_fragments) return launch_qmv_mma_fragments(w, x, m, y, options, stream);
+void launch_qmv_mma(const QuantizedMatrixView& w, const void* x, std::int64_t m, void* y, cudaStream_t stream) {
+  if (w.layout == WeightLayout::mma_fragments) return launch_qmv_mma_fragments(w, x, m, y, stream);
   check_mma_arguments(w);
   if (w.bits != 4 && w.bits != 8)
     throw std::invalid_argument("[exactq] qmv_mma: bits = " + std::to_string(w.bits) +

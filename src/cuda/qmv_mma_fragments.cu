@@ -11,7 +11,7 @@ EXACTQ_FRAGMENT_WIDTH(8, )
 }  // namespace fragments
 
 void launch_qmv_mma_fragments(const QuantizedMatrixView& w, const void* x, std::int64_t m, void* y,
-                              const QmvOptions& options, cudaStream_t stream) {
+                              cudaStream_t stream) {
   mma::check_mma_arguments(w);
   mma_layout::check_shape(w.n, w.k, w.bits, w.group);  // validate() has checked it too
   // The kernel walks codes in 16-byte pieces and parameters in 4-byte words with 32-bit offsets.
@@ -21,7 +21,7 @@ void launch_qmv_mma_fragments(const QuantizedMatrixView& w, const void* x, std::
     throw std::invalid_argument("[exactq] qmv_mma: a fragment-layout matrix of " + std::to_string(pieces * 16) +
                                 " bytes of codes is beyond the kernel's 32-bit offsets (64 GB)");
   dispatch_value<2, 3, 4, 5, 6, 8>(w.bits, "qmv_mma bits",
-                                   [&]<int BITS>() { fragments::launch_width<BITS>(w, x, m, y, options, stream); });
+                                   [&]<int BITS>() { fragments::launch_width<BITS>(w, x, m, y, stream); });
 }
 
 cuda::KernelResources qmv_mma_fragments_resources(int bits, int vectors) {

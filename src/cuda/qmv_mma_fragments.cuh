@@ -131,14 +131,6 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS == kMmaWarps ? kMmaBlocksPer
     // cost about 35 integer instructions (ncu, session 9 §4).
     const std::int64_t round0 = task * rounds_total + work.round_begin;
     std::uint32_t code_next = std::uint32_t(round0 * R::kUint4s) + lane;
-    // The L2 prefetch, where the launcher asks for it (memory traffic only: no value depends on
-    // it): the codes of round j + DEPTH - 1 + l2_prefetch_rounds of the segment while round j is
-    // computed; past the segment's end, with l2_prefetch_next_task, those of the warp's next
-    // task, whose first rounds nothing else brings nearer.
-    const std::int64_t next_task = task + work.task_stride;
-    const bool prefetch_next = p.l2_prefetch_next_task && active && next_task < tasks;
-    const std::uint32_t next_code0 =
-        prefetch_next ? std::uint32_t((next_task * rounds_total + work.round_begin) * R::kUint4s) + lane : 0u;
     std::uint32_t param_next = std::uint32_t((round0 * 8 + g) * R::kGroups);
     auto load = [&](RoundRegisters<BITS, GROUP>& r) {
       const uint4* at = reinterpret_cast<const uint4*>(p.packed) + code_next;
@@ -199,18 +191,6 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS == kMmaWarps ? kMmaBlocksPer
       }
     };
 
-    auto prefetch = [&](int j, int rounds) {
-      const int ahead = j + DEPTH - 1 + p.l2_prefetch_rounds;
-      std::uint32_t at;
-      if (p.l2_prefetch_rounds <= 0) return;
-      if (ahead < rounds) at = code_next + std::uint32_t(p.l2_prefetch_rounds - 1) * R::kUint4s;  // code_next: round j + DEPTH
-      else if (prefetch_next && ahead - rounds < rounds) at = next_code0 + std::uint32_t(ahead - rounds) * R::kUint4s;
-      else return;
-      const uint4* base = reinterpret_cast<const uint4*>(p.packed) + at;
-#pragma unroll
-      for (int piece = 0; piece < R::kPieces; ++piece) asm volatile("prefetch.global.L2 [%0];" ::"l"(base + piece * 32));
-    };
-
     // A ring of DEPTH register buffers: round j + DEPTH - 1 of the segment is loaded before
     // round j is computed. Rounds go in groups of DEPTH so that each buffer has a fixed name.
     // Every warp walks rounds_max steps (the barriers of restaging are reached by all); a warp
@@ -233,7 +213,6 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS == kMmaWarps ? kMmaBlocksPer
           }
           if (j < rounds) {
             if (j + DEPTH - 1 < rounds) load(buffer[(d + DEPTH - 1) % DEPTH]);  // round j + DEPTH - 1
-            prefetch(j, rounds);
             compute(buffer[d], work.part_chunk0 + tile_pos);
           }
           tile_pos += R::kChunks;
@@ -260,21 +239,9 @@ int fragments_blocks_per_sm(std::size_t smem) {
 }
 
 // The launches of one call for a matrix of BITS bits (launch_qmv_mma_fragments has checked it).
-// The L2 prefetch's defaults where QmvOptions leaves them to the launcher (-D knobs for measuring).
-#ifndef EXACTQ_MMA_PREFETCH_ROUNDS
-#define EXACTQ_MMA_PREFETCH_ROUNDS 0
-#endif
-#ifndef EXACTQ_MMA_PREFETCH_NEXT_TASK
-#define EXACTQ_MMA_PREFETCH_NEXT_TASK 0
-#endif
 template <int kWidth>
-void launch_width(const QuantizedMatrixView& w, const void* x, std::int64_t m, void* y, const QmvOptions& options,
-                  cudaStream_t stream) {
+void launch_width(const QuantizedMatrixView& w, const void* x, std::int64_t m, void* y, cudaStream_t stream) {
   for_each_mma_launch<kWidth>(w, x, m, y, [&]<int BITS, bool BF16, int NT, int GROUP>(MmaParams p, std::int64_t first, std::int64_t passes) {
-    p.l2_prefetch_rounds =
-        options.qmv_l2_prefetch_rounds >= 0 ? options.qmv_l2_prefetch_rounds : EXACTQ_MMA_PREFETCH_ROUNDS;
-    p.l2_prefetch_next_task =
-        options.qmv_l2_prefetch_next_task >= 0 ? options.qmv_l2_prefetch_next_task : EXACTQ_MMA_PREFETCH_NEXT_TASK;
     const std::int64_t vectors = p.m - first * kPassVectors;
     const int count = int(vectors < kPassVectors ? vectors : kPassVectors);  // passes > 1 are all full
     // Few (task, K part) pairs: blocks of fewer warps with a deeper ring (see kFewTaskDepth).
@@ -319,8 +286,7 @@ cuda::KernelResources width_resources(int vectors) {
 
 // Each width is instantiated in exactly one translation unit.
 #define EXACTQ_FRAGMENT_WIDTH(BITS, KIND)                                                                            \
-  KIND template void launch_width<BITS>(const QuantizedMatrixView&, const void*, std::int64_t, void*,         \
-                                        const QmvOptions&, cudaStream_t);                                      \
+  KIND template void launch_width<BITS>(const QuantizedMatrixView&, const void*, std::int64_t, void*, cudaStream_t); \
   KIND template cuda::KernelResources width_resources<BITS>(int);
 #define EXACTQ_FRAGMENT_WIDTH_EXTERN(BITS) EXACTQ_FRAGMENT_WIDTH(BITS, extern)
 EXACTQ_FRAGMENT_WIDTH_EXTERN(2)

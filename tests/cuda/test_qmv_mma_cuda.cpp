@@ -50,12 +50,11 @@ Bytes rows_of(const Bytes& all, std::int64_t first, std::int64_t count, std::int
   return Bytes(all.begin() + std::ptrdiff_t(first * row), all.begin() + std::ptrdiff_t((first + count) * row));
 }
 
-Bytes run_gpu(Kernel kernel, const Case& c, const Bytes& x, std::int64_t m, bool fragments = false,
-              const QmvOptions& options = {}) {
+Bytes run_gpu(Kernel kernel, const Case& c, const Bytes& x, std::int64_t m, bool fragments = false) {
   cuda::DeviceBuffer dx(x.size()), dy(std::size_t(m * c.host.n) * dtype_size(c.host.dtype));
   dx.upload(x);
   dy.fill(0xA5);
-  cuda::qmv(kernel, fragments ? c.fragments.view : c.device.view, dx.bytes(), m, dy.bytes(), options);
+  cuda::qmv(kernel, fragments ? c.fragments.view : c.device.view, dx.bytes(), m, dy.bytes());
   Bytes y(dy.size());
   dy.download(y);
   return y;
@@ -298,37 +297,6 @@ TEST(CudaQmvMma, OneHotActivationsGiveEveryWeightExactly) {
           EXPECT_EQ(wrong, 0);
           EXPECT_GT(neighbour_differs, 0);
         }
-}
-
-// The L2 prefetch (QmvOptions::qmv_l2_prefetch_*) moves bytes, not values: every setting gives the
-// default's bytes, on shapes with several trips per warp (34011 x 256, 70001 x 1024), a K split
-// (37 x 8192) and rounds fewer than the distance, at 2, 4 and 5 bits. Negative control: qmv's
-// bytes differ from them somewhere.
-TEST(CudaQmvMma, L2PrefetchSettingsGiveTheSameBytes) {
-  REQUIRE_GPU();
-  const std::uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  struct Shape { std::int64_t n, k; };
-  std::int64_t control = 0;
-  for (int bits : {2, 4, 5})
-    for (Shape s : {Shape{34011, 256}, Shape{70001, 1024}, Shape{37, 8192}}) {
-      SCOPED_TRACE(std::to_string(bits) + "-bit " + std::to_string(s.n) + "x" + std::to_string(s.k));
-      const Case c = make_case(s.n, s.k, bits, 64, DType::bf16, 9, seed + bits * 1000 + s.n);
-      for (std::int64_t m : {1, 9}) {
-        const Bytes x = rows_of(c.x, 0, m, s.k, DType::bf16);
-        const Bytes plain = run_gpu(Kernel::qmv_mma, c, x, m, true);
-        for (int rounds : {0, 1, 3, 6})
-          for (int next : {0, 1}) {
-            QmvOptions options;
-            options.qmv_l2_prefetch_rounds = rounds;
-            options.qmv_l2_prefetch_next_task = next;
-            EXPECT_EQ(differing(run_gpu(Kernel::qmv_mma, c, x, m, true, options), plain), 0)
-                << "M = " << m << ", prefetch " << rounds << ", next task " << next;
-          }
-        control += differing(run_gpu(Kernel::qmv, c, x, m), plain);
-      }
-    }
-  EXPECT_GT(control, 0) << "qmv_mma equals qmv everywhere: the comparison could not see a difference";
 }
 
 TEST(CudaQmvMma, RejectsWhatItDoesNotServe) {

@@ -36,7 +36,7 @@ nlohmann::json run_bench(const BenchConfig& c, Backend& backend) {
                    {"streamed_max_vectors", c.options.streamed_max_vectors},
                    {"overlap_launch", c.options.overlap_launch},
                    {"qmv_l2_prefetch_rounds", c.options.qmv_l2_prefetch_rounds},
-                   {"qmv_l2_prefetch_next_task", c.options.qmv_l2_prefetch_next_task},
+                   {"qmv_split_last_trip", c.options.qmv_split_last_trip},
                    {"mma_layout", c.mma_layout == WeightLayout::mlx ? "mlx" : "fragments"}};
   out["read_ceiling_gb_s"] = ceiling / 1e9;
   out["kernel_resources"] = backend.kernel_resources(c.bits);
@@ -67,7 +67,7 @@ nlohmann::json run_bench(const BenchConfig& c, Backend& backend) {
     }
     for (const QmvOptions& variant : variants) {
     backend.set_options(variant);
-    const std::string label = c.variants.empty() ? std::string() : prefetch_label(variant);
+    const std::string label = c.variants.empty() ? std::string() : tuning_label(variant);
     std::map<std::pair<Kernel, std::int64_t>, double> t;
     std::map<std::pair<Kernel, std::int64_t>, std::string> digest;
     for (Kernel kernel : c.kernels)
@@ -230,7 +230,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
     int bits = 4, group = 64, repeats = 0, vmax = 8, threads = 0;
     bool overlap_launch = false;
     QmvOptions tuning;
-    std::string prefetch_sweep;
+    std::string tuning_sweep;
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("--backend", a->backend, "cpu, cuda or auto")->capture_default_str();
@@ -246,8 +246,8 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--overlap-launch", a->overlap_launch,
                 "CUDA qmv, qmv_streamed: programmatic dependent launches (weights read before the previous kernel ends)");
   add_tuning_options(cmd, a->tuning);
-  cmd->add_option("--sweep-qmv-l2-prefetch", a->prefetch_sweep,
-                  "time every point once per ROUNDS:NEXT item (comma-separated), on the same weights");
+  cmd->add_option("--sweep-qmv-tuning", a->tuning_sweep,
+                  "time every point once per PREFETCH:SPLIT item (the two qmv knobs above), on the same weights");
   cmd->add_option("--mma-layout", a->mma_layout, "qmv_mma's weights: fragments (converted at load) or mlx")
       ->capture_default_str();
   cmd->add_option("--json", a->json, "write the results as JSON");
@@ -271,7 +271,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
     options.threads = a->threads;
     options.overlap_launch = a->overlap_launch;
     c.options = options;
-    if (!a->prefetch_sweep.empty()) c.variants = parse_prefetch_sweep(a->prefetch_sweep, options);
+    if (!a->tuning_sweep.empty()) c.variants = parse_tuning_sweep(a->tuning_sweep, options);
     c.mma_layout = parse_mma_layout(a->mma_layout);
     auto backend = make_backend(a->backend, options);
     backend->set_mma_layout(c.mma_layout);

@@ -23,7 +23,7 @@ struct BenchConfig {
   bool progress = true;
   QmvOptions options;  // as given to the backend, recorded in the results
   // A tuning sweep: every kernel and M is timed once per variant, on the same loaded weights,
-  // rows labelled with the variant's prefetch_label (empty: `options` alone, no label).
+  // rows labelled with the variant's tuning_label (empty: `options` alone, no label).
   std::vector<QmvOptions> variants;
   WeightLayout mma_layout = WeightLayout::mma_fragments;  // as given to the backend, recorded
 };

@@ -108,8 +108,8 @@ void add_tuning_options(CLI::App* cmd, QmvOptions& options) {
   cmd->add_option("--qmv-l2-prefetch-rounds", options.qmv_l2_prefetch_rounds,
                   "CUDA qmv, 2 and 4 bits: rows' bytes this many rounds ahead requested into L2 (-1: by shape, 0: off)")
       ->capture_default_str();
-  cmd->add_option("--qmv-l2-prefetch-next-task", options.qmv_l2_prefetch_next_task,
-                  "CUDA qmv: that prefetch runs on into the warp's next task (-1: default, 0 or 1)")
+  cmd->add_option("--qmv-split-last-trip", options.qmv_split_last_trip,
+                  "CUDA qmv: split the K of a partial last trip's tasks (-1: default, 0 or 1)")
       ->capture_default_str();
 }
 
@@ -117,29 +117,29 @@ void check_tuning_options(const QmvOptions& options) {
   if (options.qmv_l2_prefetch_rounds < -1 || options.qmv_l2_prefetch_rounds > 64)
     throw std::invalid_argument(
         fmt::format("--qmv-l2-prefetch-rounds {} is out of range [-1, 64]", options.qmv_l2_prefetch_rounds));
-  if (options.qmv_l2_prefetch_next_task < -1 || options.qmv_l2_prefetch_next_task > 1)
+  if (options.qmv_split_last_trip < -1 || options.qmv_split_last_trip > 1)
     throw std::invalid_argument(
-        fmt::format("--qmv-l2-prefetch-next-task {} must be -1, 0 or 1", options.qmv_l2_prefetch_next_task));
+        fmt::format("--qmv-split-last-trip {} must be -1, 0 or 1", options.qmv_split_last_trip));
 }
 
-std::vector<QmvOptions> parse_prefetch_sweep(std::string_view text, const QmvOptions& base) {
+std::vector<QmvOptions> parse_tuning_sweep(std::string_view text, const QmvOptions& base) {
   std::vector<QmvOptions> out;
   for (std::string_view item : split(text, ',')) {
     const std::size_t colon = item.find(':');
     if (colon == std::string_view::npos)
-      bad(fmt::format("--sweep-qmv-l2-prefetch: '{}' is not ROUNDS:NEXT", item));
+      bad(fmt::format("--sweep-qmv-tuning: '{}' is not PREFETCH:SPLIT", item));
     QmvOptions o = base;
-    o.qmv_l2_prefetch_rounds = int(parse_int(item.substr(0, colon), "--sweep-qmv-l2-prefetch rounds"));
-    o.qmv_l2_prefetch_next_task = int(parse_int(item.substr(colon + 1), "--sweep-qmv-l2-prefetch next task"));
+    o.qmv_l2_prefetch_rounds = int(parse_int(item.substr(0, colon), "--sweep-qmv-tuning prefetch rounds"));
+    o.qmv_split_last_trip = int(parse_int(item.substr(colon + 1), "--sweep-qmv-tuning last-trip split"));
     check_tuning_options(o);
     out.push_back(o);
   }
   return out;
 }
 
-std::string prefetch_label(const QmvOptions& o) {
+std::string tuning_label(const QmvOptions& o) {
   auto v = [](int x) { return x < 0 ? std::string("auto") : std::to_string(x); };
-  return fmt::format("prefetch {}, next task {}", v(o.qmv_l2_prefetch_rounds), v(o.qmv_l2_prefetch_next_task));
+  return fmt::format("prefetch {}, last-trip split {}", v(o.qmv_l2_prefetch_rounds), v(o.qmv_split_last_trip));
 }
 
 WeightLayout parse_mma_layout(std::string_view text) {

@@ -50,9 +50,10 @@ struct QmvOptions {
   // the register prefetch are requested into L2. -1 lets the launcher choose from the shape
   // (src/cuda/family_launch.cuh); 0 turns it off. Numerically irrelevant: a tuning knob.
   int qmv_l2_prefetch_rounds = -1;
-  // With the L2 prefetch on and K in one tile: near a task's end it runs on into the first
-  // rounds of the warp's next task. -1: the launcher's choice; 0 off; 1 on. Numerically irrelevant.
-  int qmv_l2_prefetch_next_task = -1;
+  // CUDA qmv, K in one tile: the tasks of a partial last trip over the resident warps have their
+  // K split over 2 or 4 warps, in qmv's order (src/cuda/qmv_family.cuh). -1: the launcher's
+  // choice; 0: only where all tasks fit in one trip; 1: on. Numerically irrelevant: a tuning knob.
+  int qmv_split_last_trip = -1;
 };
 
 // Throws std::invalid_argument naming the bad value when the matrix, M, or a buffer size is off,

@@ -36,18 +36,26 @@ void launch_family(const QuantizedMatrixView& w, const void* x, std::int64_t vec
     throw std::invalid_argument("[exactq] N * K / group = " + std::to_string(w.n * (w.k / w.group)) +
                                 " group parameters: the CUDA qmv family indexes them with 32 bits (at most 2^31 - 1)");
   QmvParams p{w.packed.data(), w.scales.data(), w.biases.data(), x, y, w.n, w.k, 0, w.group, family_tile(w.k, V),
-              w.dtype, 1, 0, 0};
+              w.dtype, 1, 0};
   const std::int64_t tasks = (w.n + ROWS - 1) / ROWS;
-  // qmv with one K tile and fewer tasks than resident warps: split each task's K over 2 or 4
-  // warps (qmv_family_kernel replays the parts in order). A choice from N, K and the device only.
+  // qmv with one K tile: the tasks of a partial last trip over the resident warps (with fewer
+  // tasks than warps, the only trip) have their K split over 2 or 4 warps, as many as the trip
+  // leaves room for (qmv_family_kernel replays the parts in order). A choice from N, K and the
+  // device only. QmvOptions::qmv_split_last_trip = 0 keeps it to single-trip shapes (tuning).
+#ifndef EXACTQ_QMV_SPLIT_LAST_TRIP
+#define EXACTQ_QMV_SPLIT_LAST_TRIP 1
+#endif
+  const bool split_last_trip =
+      options.qmv_split_last_trip >= 0 ? options.qmv_split_last_trip != 0 : EXACTQ_QMV_SPLIT_LAST_TRIP != 0;
   p.split = 1;
   if constexpr (V == 1) {
     for (int s = EXACTQ_QMV_SPLIT_MAX; s >= 2 && p.split == 1; s /= 2) {
       if (w.k > p.tile_values || family_rounds(w.k) < s) continue;
       const std::size_t with_park = family_shared_bytes<BITS>(1, p.tile_values) + split_park_bytes(s, ROWS, w.k);
-      const std::int64_t warps =
-          std::int64_t(family_blocks_per_sm<BITS, V, ROWS, PARAM>(with_park)) * sm_count() * kWarps;
-      if (tasks * s <= warps) p.split = s;
+      const std::int64_t resident = std::int64_t(family_blocks_per_sm<BITS, V, ROWS, PARAM>(with_park)) * sm_count();
+      const std::int64_t slots = (tasks < resident ? tasks : resident) * kWarps;  // the kernel's grid, as below
+      const std::int64_t last_trip = tasks % slots;
+      if (tasks * s <= slots || (split_last_trip && last_trip > 0 && last_trip * s <= slots)) p.split = s;
     }
   }
   const std::size_t smem = family_shared_bytes<BITS>(V, p.tile_values) + split_park_bytes(p.split, ROWS, w.k);
@@ -56,12 +64,12 @@ void launch_family(const QuantizedMatrixView& w, const void* x, std::int64_t vec
   // warps, they spread over every SM (some warps of each block only stage) instead of filling
   // whole blocks on a subset of the SMs (measured: qwen.down 26.0 -> 22.9 us).
   const unsigned grid_x = unsigned(tasks < resident ? tasks : resident);
-  // qmv at 4 bits with many trips per warp (the heads): requesting each row's bytes into L2 two
-  // rounds beyond the register prefetch measured 8 % faster on Gemma's head and 2 % on Llama's,
-  // and 1-5 % slower on 28672x8192 (3.4 trips), the projections and at 8 bits (session 12, call 7).
-  // -D knobs for measuring: the trips from which it is on, and how far ahead.
+  // qmv at 4 bits with many trips per warp: requesting each row's bytes into L2 two rounds
+  // beyond the register prefetch measured 1-2 % faster with 262144 rows (31 trips), 4-6 % slower
+  // with 128256 (15 trips) and 10-15 % slower on 28672x8192 (3.4), at K = 3840 and 4096 alike
+  // (session 14 calls 1-2). -D knobs for measuring: the trips from which it is on, how far ahead.
 #ifndef EXACTQ_QMV_PREFETCH_MIN_TRIPS
-#define EXACTQ_QMV_PREFETCH_MIN_TRIPS 8
+#define EXACTQ_QMV_PREFETCH_MIN_TRIPS 24
 #endif
 #ifndef EXACTQ_QMV_PREFETCH_ROUNDS
 #define EXACTQ_QMV_PREFETCH_ROUNDS 2
@@ -71,13 +79,8 @@ void launch_family(const QuantizedMatrixView& w, const void* x, std::int64_t vec
   if constexpr (V == 1 && (BITS == 2 || BITS == 4)) {
     if (options.qmv_l2_prefetch_rounds >= 0)
       p.l2_prefetch_rounds = options.qmv_l2_prefetch_rounds;
-    else if (BITS == 4 && tasks >= kPrefetchMinTrips * std::int64_t(grid_x) * (kWarps / p.split))
+    else if (BITS == 4 && tasks >= kPrefetchMinTrips * std::int64_t(grid_x) * kWarps)
       p.l2_prefetch_rounds = EXACTQ_QMV_PREFETCH_ROUNDS;
-#ifndef EXACTQ_QMV_PREFETCH_NEXT_TASK
-#define EXACTQ_QMV_PREFETCH_NEXT_TASK 0
-#endif
-    p.l2_prefetch_next_task = options.qmv_l2_prefetch_next_task >= 0 ? options.qmv_l2_prefetch_next_task
-                                                                       : EXACTQ_QMV_PREFETCH_NEXT_TASK;
   }
   constexpr std::int64_t kMaxGridY = 65535;
   for (std::int64_t t0 = 0; t0 < tiles; t0 += kMaxGridY) {

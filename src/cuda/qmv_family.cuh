@@ -30,9 +30,8 @@ struct QmvParams {
   int group;
   int tile_values;  // K tile staged at a time (multiple of 1024)
   DType dtype;
-  int split;  // qmv, one K tile: warps per task (1, 2 or 4), K cut into that many runs of rounds
+  int split;  // qmv, one K tile: warps per task of the last trip (1, 2 or 4), K cut into that many runs of rounds
   int l2_prefetch_rounds;  // qmv: rows' bytes this many rounds beyond the register prefetch go to L2 (0: none)
-  int l2_prefetch_next_task;  // qmv, one K tile, no split: near a task's end that prefetch runs on into the next
 };
 
 // ---- x in shared memory: the integers X of order.h, per chunk ------------------------------------
@@ -276,20 +275,19 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
   // one task per warp. Every warp runs the same number of trips because staging synchronises
   // the block; a warp without a task in a trip only helps stage.
   //
-  // With a K split (qmv, one tile, fewer tasks than warps), `split` consecutive warps share a
-  // task: warp `part` computes the part-th run of rounds. Part 0 adds its chunks into the lanes'
-  // chains as usual; the others park each chunk's folded value in shared memory, and part 0
-  // then adds those in increasing round, so every lane's chain, and so every bit, is unchanged.
-  const int split = V == 1 ? p.split : 1;
-  const int part = warp % split;
+  // With a K split (qmv, one K tile), the last trip is split: when it has at most W / split
+  // tasks, `split` consecutive warps share each of its tasks, warp `part` computing the part-th
+  // run of rounds, instead of a few warps taking whole tasks while the others wait (28672 rows
+  // are 3.4 trips of 4-row tasks on 132 SMs; with fewer tasks than W / split that trip is the
+  // only one). Part 0 adds its chunks into the lanes' chains as usual; the others park each
+  // chunk's folded value in shared memory, and part 0 then adds those in increasing round, so
+  // every lane's chain, and so every bit, is unchanged.
   const std::int64_t tasks = (p.n + ROWS - 1) / ROWS;
-  const std::int64_t warps_total = std::int64_t(gridDim.x) * (kWarps / split);  // task slots per trip
-  const std::int64_t trips = (tasks + warps_total - 1) / warps_total;
-  const std::int64_t my_first_task = std::int64_t(warp / split) * gridDim.x + blockIdx.x;
+  const std::int64_t slots = std::int64_t(gridDim.x) * kWarps;  // tasks per unsplit trip
+  const int last_split = V == 1 ? p.split : 1;
+  const std::int64_t whole_trips = last_split > 1 ? tasks / slots : (tasks + slots - 1) / slots;
+  const std::int64_t trips = whole_trips + (tasks > whole_trips * slots ? 1 : 0);
   const int rounds_total = family_rounds(p.k);
-  const int part_rounds = (rounds_total + split - 1) / split;
-  float* park = reinterpret_cast<float*>(facts + V * tile_chunks) +
-                std::size_t(warp / split) * std::size_t(rounds_total - part_rounds) * ROWS * 32;
   // The next launch on the stream may take the SM slots this grid frees; it waits for this grid
   // to finish before it touches x or y (wait_for_previous_grid below).
   let_next_grid_start();
@@ -297,7 +295,12 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
   constexpr bool kPrefetchCode = EXACTQ_QMV_PREFETCH_CODE && (BITS == 2 || BITS == 4) && V == 1;
 
   for (std::int64_t trip = 0; trip < trips; ++trip) {
-    const std::int64_t task = my_first_task + trip * warps_total;
+    const int split = trip == whole_trips ? last_split : 1;  // the same for every warp of the grid
+    const int part = warp % split;
+    const int part_rounds = (rounds_total + split - 1) / split;
+    const std::int64_t task = trip * slots + std::int64_t(warp / split) * gridDim.x + blockIdx.x;
+    float* park = reinterpret_cast<float*>(facts + V * tile_chunks) +
+                  std::size_t(warp / split) * std::size_t(rounds_total - part_rounds) * ROWS * 32;
     const bool active = task < tasks;
     const std::int64_t row0 = task * ROWS;
     // Rows past N read row N-1 and are never written. Group parameters are indexed with 32 bits
@@ -314,10 +317,6 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
       // two chunks of 4 rows in the SASS, 43.4 instead of 45.3 us on 28672x8192.
       asm("" : "+l"(wrow[r]), "+r"(prow[r]));
     }
-    // The warp's task of the next trip, where the L2 prefetch runs on into it.
-    const std::int64_t next_row0 = row0 + warps_total * ROWS;
-    const bool prefetch_next =
-        kPrefetchCode && p.l2_prefetch_next_task && tiles == 1 && split == 1 && active && next_row0 < p.n;
     float total[ROWS][V];
 #pragma unroll
     for (int r = 0; r < ROWS; ++r)
@@ -370,28 +369,20 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
       };
       // Where the launcher asks for it (family_launch.cuh), each row's bytes l2_prefetch_rounds
       // rounds beyond the register prefetch are requested into L2, so that load finds them nearer.
-      // Memory traffic only: no value depends on it. Built into qmv at 2 and 4 bits only: with
-      // it compiled in, even where it is off, 28672x8192 measured 2-bit 33.6 and 4-bit 35.5 us in
-      // session 13 against 36.3 and 38.7 us without it in session 12 (not yet A/B-tested in one
-      // run, cause unknown); the other kernels keep the code measured in session 12.
-      // Past this task's last round it asks for the next task's first rounds instead (with
-      // l2_prefetch_next_task), so that a trip's first loads, which nothing else covers, find
-      // their bytes in L2. A lane's chunks are lane, lane + 32, ...: `lane_rounds` of them.
-      const int lane_rounds = kPrefetchCode ? (c_end - c + 31) / 32 : 0;
+      // Memory traffic only: no value depends on it. Built into qmv at 2 and 4 bits only (at 3, 5
+      // and 6 bits it measured 1-2 % slower in session 13).
+      //
+      // Compiled in, even where it is off, it also fixes where ptxas puts the next round's loads:
+      // without it they sink below the current round's arithmetic (SASS of session 14 call 2),
+      // so they have no arithmetic to hide behind, and 4-bit qmv measured 8 % slower on
+      // 28672x8192 and 6 % on Gemma's head (call 1, EXACTQ_QMV_PREFETCH_CODE=0).
       auto prefetch = [&](int c) {
         if constexpr (kPrefetchCode) {
           const int ahead = c + 32 * (1 + p.l2_prefetch_rounds);
-          if (p.l2_prefetch_rounds <= 0) return;
-          if (ahead < c_end) {
+          if (p.l2_prefetch_rounds > 0 && ahead < c_end)
 #pragma unroll
             for (int r = 0; r < ROWS; ++r)
               asm volatile("prefetch.global.L2 [%0];" ::"l"(wrow[r] + std::int64_t(chunk0 + ahead) * (4 * BITS)));
-          } else if (prefetch_next && ahead - 32 * lane_rounds < c_end) {
-            const std::uint8_t* next = p.packed + next_row0 * row_bytes + std::int64_t(ahead - 32 * lane_rounds) * (4 * BITS);
-#pragma unroll
-            for (int r = 0; r < ROWS; ++r)
-              if (next_row0 + r < p.n) asm volatile("prefetch.global.L2 [%0];" ::"l"(next + r * row_bytes));
-          }
         }
       };
       while (c < c_end) {

@@ -80,7 +80,8 @@ TEST(Cli, BadArgumentsExit2NamingTheValue) {
       {"parity --mma-layout rows", "'rows'"},
       {"bench --backend cpu --shapes 16x256 --m 1 --mma-layout rows", "'rows'"},
       {"bench --backend cpu --shapes 16x256 --m 1 --qmv-l2-prefetch-rounds -2", "--qmv-l2-prefetch-rounds -2"},
-      {"parity --n 8 --k 64 --qmv-l2-prefetch-next-task 2", "--qmv-l2-prefetch-next-task 2"},
+      {"parity --n 8 --k 64 --qmv-split-last-trip 2", "--qmv-split-last-trip 2"},
+      {"bench --backend cpu --shapes 16x256 --m 1 --sweep-qmv-tuning 2", "'2'"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.args);

@@ -126,10 +126,10 @@ TEST(CudaQmv, EqualsCpuMirrorOnShapes) {
     }
 }
 
-// Several trips of tasks over the resident warps with a partial last one (commit 33a9d72 split
-// that trip's K, measured a draw and reverted; the shapes stay as multi-trip cases). Sized for
-// the H200 (2112 warps of 4-row tasks at 4 bits, of 2-row tasks at 8): remainders of 801, 301,
-// 501 and 1000 tasks. K has a partial last round.
+// Several trips of tasks over the resident warps with a partial last one, whose tasks' K is split
+// over 2 or 4 warps (QmvOptions::qmv_split_last_trip; run with it on and off). Sized for the H200
+// (2112 warps of 4-row tasks at 2-4 bits, of 2-row tasks at 8): remainders of 801 and 701 tasks
+// (split 2), 301 and 501 (split 4), 1000 (split 2). K has a partial last round.
 TEST(CudaQmv, EqualsCpuMirrorOverSeveralTrips) {
   REQUIRE_GPU();
   const std::uint64_t seed = fresh_seed();
@@ -147,14 +147,14 @@ TEST(CudaQmv, EqualsCpuMirrorOverSeveralTrips) {
       const Problem p = make_problem(c.n, c.k, c.bits, 32, DType::f16, m, seed + std::uint64_t(c.n + m));
       const std::vector<std::byte> cpu = run_cpu(Kernel::qmv, p, p.x, m);
       EXPECT_EQ(differing(run_gpu(Kernel::qmv, p, p.x, m), cpu), 0);
-      // The L2 prefetch's settings (memory traffic only) at 2 and 4 bits, also running on into
-      // the next task (K = 4416 and 3840 leave some lanes a round fewer than others).
-      for (int rounds : {1, 3})
-        for (int next : {0, 1}) {
-          SCOPED_TRACE("prefetch rounds " + std::to_string(rounds) + " next task " + std::to_string(next));
+      // The L2 prefetch's settings (memory traffic only, at 2 and 4 bits; K = 4416 and 3840 leave
+      // some lanes a round fewer than others), with the last trip split and not.
+      for (int rounds : {0, 1, 3})
+        for (int split : {0, 1}) {
+          SCOPED_TRACE("prefetch rounds " + std::to_string(rounds) + " last-trip split " + std::to_string(split));
           QmvOptions options;
           options.qmv_l2_prefetch_rounds = rounds;
-          options.qmv_l2_prefetch_next_task = next;
+          options.qmv_split_last_trip = split;
           EXPECT_EQ(differing(run_gpu(Kernel::qmv, p, p.x, m, options), cpu), 0);
         }
     }
@@ -312,7 +312,7 @@ TEST(CudaQmv, RejectsBadArguments) {
   for (auto [rounds, next] : {std::pair{-2, -1}, std::pair{65, -1}, std::pair{2, 2}}) {
     QmvOptions bad;
     bad.qmv_l2_prefetch_rounds = rounds;
-    bad.qmv_l2_prefetch_next_task = next;
+    bad.qmv_split_last_trip = next;
     EXPECT_THROW(cuda::qmv(Kernel::qmv, p.device.view, dx.bytes(), 2, dy.bytes(), bad), std::invalid_argument)
         << rounds << " " << next;
   }

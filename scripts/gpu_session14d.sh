@@ -16,7 +16,7 @@ for rep in 1 2; do
   "$bin/exactq" bench --backend cuda --shapes $shapes --m 1 --kernels qmv --bits 4 --group 64 --dtype bf16 --repeats 40 \
     --sweep-qmv-tuning 0:0,2:0,0:1,2:1 --json "$out/new_$rep.json" >"$out/new_$rep.log" 2>&1
   "$bin/exactq-base" bench --backend cuda --shapes $shapes --m 1 --kernels qmv --bits 4 --group 64 --dtype bf16 --repeats 40 \
-    --sweep-qmv-tuning 0:0,2:0 --json "$out/base_$rep.json" >"$out/base_$rep.log" 2>&1
+    --sweep-qmv-l2-prefetch 0:0,2:0 --json "$out/base_$rep.json" >"$out/base_$rep.log" 2>&1
   echo "== rep $rep $(grep ceiling "$out/new_$rep.log")"
   awk '$4=="qmv" && $5==1 {printf "new  %-12s %7s %6s %s\n", $1, $6, $8, substr($0, index($0, "prefetch"))}' "$out/new_$rep.log"
   awk '$4=="qmv" && $5==1 {printf "base %-12s %7s %6s %s\n", $1, $6, $8, substr($0, index($0, "prefetch"))}' "$out/base_$rep.log"

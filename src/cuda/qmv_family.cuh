@@ -293,9 +293,6 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
   const int last_part = warp % last_split, last_slot = warp / last_split;
   const int last_part_rounds = (rounds_total + last_split - 1) / last_split;
   const std::int64_t first_task = std::int64_t(warp) * gridDim.x + blockIdx.x;
-  const std::int64_t last_task = whole_trips * slots + std::int64_t(last_slot) * gridDim.x + blockIdx.x;
-  float* const park = reinterpret_cast<float*>(facts + V * tile_chunks) +
-                      std::size_t(last_slot) * std::size_t(rounds_total - last_part_rounds) * ROWS * 32;
   // The next launch on the stream may take the SM slots this grid frees; it waits for this grid
   // to finish before it touches x or y (wait_for_previous_grid below).
   let_next_grid_start();
@@ -307,7 +304,10 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
     const int split = split_trip ? last_split : 1;
     const int part = split_trip ? last_part : 0;
     const int part_rounds = split_trip ? last_part_rounds : rounds_total;
-    const std::int64_t task = split_trip ? last_task : first_task + trip * slots;
+    const std::int64_t task =
+        split_trip ? whole_trips * slots + std::int64_t(last_slot) * gridDim.x + blockIdx.x : first_task + trip * slots;
+    float* park = reinterpret_cast<float*>(facts + V * tile_chunks) +
+                  std::size_t(last_slot) * std::size_t(rounds_total - last_part_rounds) * ROWS * 32;
     const bool active = task < tasks;
     const std::int64_t row0 = task * ROWS;
     // Rows past N read row N-1 and are never written. Group parameters are indexed with 32 bits

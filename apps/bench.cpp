@@ -37,7 +37,6 @@ nlohmann::json run_bench(const BenchConfig& c, Backend& backend) {
                    {"overlap_launch", c.options.overlap_launch},
                    {"qmv_l2_prefetch_rounds", c.options.qmv_l2_prefetch_rounds},
                    {"qmv_split_last_trip", c.options.qmv_split_last_trip},
-                   {"qmv_carry_next_trip", c.options.qmv_carry_next_trip},
                    {"mma_layout", c.mma_layout == WeightLayout::mlx ? "mlx" : "fragments"}};
   out["read_ceiling_gb_s"] = ceiling / 1e9;
   out["kernel_resources"] = backend.kernel_resources(c.bits);
@@ -248,7 +247,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
                 "CUDA qmv, qmv_streamed: programmatic dependent launches (weights read before the previous kernel ends)");
   add_tuning_options(cmd, a->tuning);
   cmd->add_option("--sweep-qmv-tuning", a->tuning_sweep,
-                  "time every point once per PREFETCH:SPLIT[:CARRY] item (the qmv knobs above), on the same weights");
+                  "time every point once per PREFETCH:SPLIT item (the two qmv knobs above), on the same weights");
   cmd->add_option("--mma-layout", a->mma_layout, "qmv_mma's weights: fragments (converted at load) or mlx")
       ->capture_default_str();
   cmd->add_option("--json", a->json, "write the results as JSON");

@@ -111,18 +111,12 @@ void add_tuning_options(CLI::App* cmd, QmvOptions& options) {
   cmd->add_option("--qmv-split-last-trip", options.qmv_split_last_trip,
                   "CUDA qmv: split the K of a partial last trip's tasks (-1: default, 0 or 1)")
       ->capture_default_str();
-  cmd->add_option("--qmv-carry-next-trip", options.qmv_carry_next_trip,
-                  "CUDA qmv, 2 and 4 bits: a task's last round loads the next task's first (-1: default, 0 or 1)")
-      ->capture_default_str();
 }
 
 void check_tuning_options(const QmvOptions& options) {
   if (options.qmv_l2_prefetch_rounds < -1 || options.qmv_l2_prefetch_rounds > 64)
     throw std::invalid_argument(
         fmt::format("--qmv-l2-prefetch-rounds {} is out of range [-1, 64]", options.qmv_l2_prefetch_rounds));
-  if (options.qmv_carry_next_trip < -1 || options.qmv_carry_next_trip > 1)
-    throw std::invalid_argument(
-        fmt::format("--qmv-carry-next-trip {} must be -1, 0 or 1", options.qmv_carry_next_trip));
   if (options.qmv_split_last_trip < -1 || options.qmv_split_last_trip > 1)
     throw std::invalid_argument(
         fmt::format("--qmv-split-last-trip {} must be -1, 0 or 1", options.qmv_split_last_trip));
@@ -131,13 +125,12 @@ void check_tuning_options(const QmvOptions& options) {
 std::vector<QmvOptions> parse_tuning_sweep(std::string_view text, const QmvOptions& base) {
   std::vector<QmvOptions> out;
   for (std::string_view item : split(text, ',')) {
-    const std::vector<std::string_view> fields = split(item, ':');
-    if (fields.size() != 2 && fields.size() != 3)
-      bad(fmt::format("--sweep-qmv-tuning: '{}' is not PREFETCH:SPLIT[:CARRY]", item));
+    const std::size_t colon = item.find(':');
+    if (colon == std::string_view::npos)
+      bad(fmt::format("--sweep-qmv-tuning: '{}' is not PREFETCH:SPLIT", item));
     QmvOptions o = base;
-    o.qmv_l2_prefetch_rounds = int(parse_int(fields[0], "--sweep-qmv-tuning prefetch rounds"));
-    o.qmv_split_last_trip = int(parse_int(fields[1], "--sweep-qmv-tuning last-trip split"));
-    if (fields.size() == 3) o.qmv_carry_next_trip = int(parse_int(fields[2], "--sweep-qmv-tuning carry"));
+    o.qmv_l2_prefetch_rounds = int(parse_int(item.substr(0, colon), "--sweep-qmv-tuning prefetch rounds"));
+    o.qmv_split_last_trip = int(parse_int(item.substr(colon + 1), "--sweep-qmv-tuning last-trip split"));
     check_tuning_options(o);
     out.push_back(o);
   }
@@ -146,8 +139,7 @@ std::vector<QmvOptions> parse_tuning_sweep(std::string_view text, const QmvOptio
 
 std::string tuning_label(const QmvOptions& o) {
   auto v = [](int x) { return x < 0 ? std::string("auto") : std::to_string(x); };
-  return fmt::format("prefetch {}, last-trip split {}, carry {}", v(o.qmv_l2_prefetch_rounds), v(o.qmv_split_last_trip),
-                     v(o.qmv_carry_next_trip));
+  return fmt::format("prefetch {}, last-trip split {}", v(o.qmv_l2_prefetch_rounds), v(o.qmv_split_last_trip));
 }
 
 WeightLayout parse_mma_layout(std::string_view text) {

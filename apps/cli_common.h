@@ -52,10 +52,10 @@ class Backend {
 // bound to `options`; check_tuning_options throws std::invalid_argument naming a bad value.
 void add_tuning_options(CLI::App* cmd, QmvOptions& options);
 void check_tuning_options(const QmvOptions& options);
-// "P:S[:C],...": qmv's L2 prefetch rounds, last-trip split and next-trip carry per variant (bench --sweep-qmv-tuning),
+// "P:S,P:S,...": qmv's L2 prefetch rounds and last-trip split per variant (bench --sweep-qmv-tuning),
 // applied to copies of `base`; throws std::invalid_argument naming a bad item.
 std::vector<QmvOptions> parse_tuning_sweep(std::string_view text, const QmvOptions& base);
-// "prefetch P, last-trip split S, carry C" (-1 printed as "auto").
+// "prefetch P, last-trip split S" (-1 printed as "auto").
 std::string tuning_label(const QmvOptions& options);
 
 // "fragments" or "mlx" (--mma-layout); throws std::invalid_argument otherwise.

@@ -54,9 +54,6 @@ struct QmvOptions {
   // K split over 2 or 4 warps, in qmv's order (src/cuda/qmv_family.cuh). -1: the launcher's
   // choice; 0: only where all tasks fit in one trip; 1: on. Numerically irrelevant: a tuning knob.
   int qmv_split_last_trip = -1;
-  // CUDA qmv at 2 and 4 bits, K in one tile: a task's last round also loads the first chunk of
-  // the warp's next task. -1: the launcher's choice; 0 off; 1 on. Numerically irrelevant.
-  int qmv_carry_next_trip = -1;
 };
 
 // Throws std::invalid_argument naming the bad value when the matrix, M, or a buffer size is off,

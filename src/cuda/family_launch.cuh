@@ -76,12 +76,7 @@ void launch_family(const QuantizedMatrixView& w, const void* x, std::int64_t vec
 #endif
   // QmvOptions may set the distance for every shape (tuning; 2 and 4 bits, where it is compiled in).
   constexpr std::int64_t kPrefetchMinTrips = EXACTQ_QMV_PREFETCH_MIN_TRIPS;
-#ifndef EXACTQ_QMV_CARRY_NEXT_TRIP
-#define EXACTQ_QMV_CARRY_NEXT_TRIP 1
-#endif
   if constexpr (V == 1 && (BITS == 2 || BITS == 4)) {
-    p.carry_next_trip =
-        options.qmv_carry_next_trip >= 0 ? options.qmv_carry_next_trip : EXACTQ_QMV_CARRY_NEXT_TRIP;
     if (options.qmv_l2_prefetch_rounds >= 0)
       p.l2_prefetch_rounds = options.qmv_l2_prefetch_rounds;
     else if (BITS == 4 && tasks >= kPrefetchMinTrips * std::int64_t(grid_x) * kWarps)

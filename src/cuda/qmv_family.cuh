@@ -32,7 +32,6 @@ struct QmvParams {
   DType dtype;
   int split;  // qmv, one K tile: warps per task of the last trip (1, 2 or 4), K cut into that many runs of rounds
   int l2_prefetch_rounds;  // qmv: rows' bytes this many rounds beyond the register prefetch go to L2 (0: none)
-  int carry_next_trip;     // qmv at 2 and 4 bits, one K tile: a task's last round loads the next trip's first
 };
 
 // ---- x in shared memory: the integers X of order.h, per chunk ------------------------------------
@@ -300,14 +299,6 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
   // The L2 prefetch is compiled into qmv at 2 and 4 bits only (see `prefetch` below).
   constexpr bool kPrefetchCode = EXACTQ_QMV_PREFETCH_CODE && (BITS == 2 || BITS == 4) && V == 1;
 
-  // The register buffers of the software pipeline below. With p.carry_next_trip (2- and 4-bit
-  // qmv, K in one tile), a task's last round loads the first chunk of the warp's next task, so
-  // that the next trip starts with its first loads in flight instead of waiting for them after
-  // the butterfly; `carried` says whether this lane holds it, `carried_in_b` in which buffer.
-  std::uint32_t wa[ROWS][BITS], wb[ROWS][BITS];
-  std::uint32_t sa[ROWS], ba[ROWS], sb[ROWS], bb[ROWS];
-  bool carried = false, carried_in_b = false;
-
   for (std::int64_t trip = 0; trip < trips; ++trip) {
     const bool split_trip = trip == whole_trips;  // the same for every warp of the grid
     const int split = split_trip ? last_split : 1;
@@ -347,6 +338,8 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
       // Software pipeline: the next chunk's loads (per row) are issued before the current one is
       // computed. Two register buffers, used alternately; chunks still go in increasing order.
       // The buffers hold the parameters' raw bits; they are widened in `step`, when used.
+      std::uint32_t wa[ROWS][BITS], wb[ROWS][BITS];
+      std::uint32_t sa[ROWS], ba[ROWS], sb[ROWS], bb[ROWS];
       auto load = [&](int c, std::uint32_t (&w)[ROWS][BITS], std::uint32_t (&sc)[ROWS], std::uint32_t (&bi)[ROWS]) {
         const int g = (chunk0 + c) >> group_shift;
 #pragma unroll
@@ -359,32 +352,7 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
       // This warp's run of chunks: all of them without a split (one tile then, if split > 1).
       const int c_end = chunks < 32 * part_rounds * (part + 1) ? chunks : 32 * part_rounds * (part + 1);
       int c = active ? lane + 32 * part_rounds * part : c_end;
-      if (carried) {  // this lane's first chunk came with the previous trip's last round
-        if (carried_in_b)
-#pragma unroll
-          for (int r = 0; r < ROWS; ++r) {
-#pragma unroll
-            for (int j = 0; j < BITS; ++j) wa[r][j] = wb[r][j];
-            sa[r] = sb[r], ba[r] = bb[r];
-          }
-        carried = false;
-      } else if (c < c_end) {
-        load(c, wa, sa, ba);  // in flight while the tile is staged
-      }
-      // The next trip's task, when its first chunk is to be carried: an unsplit trip, lane's
-      // first chunk `lane`, rows row0 + slots * ROWS + r (clamped to N - 1 like these).
-      const bool carry = kPrefetchCode && p.carry_next_trip && tiles == 1 && trip + 1 < trips &&
-                         trip + 1 != whole_trips && task + slots < tasks && c < c_end;
-      auto load_next = [&](std::uint32_t (&w)[ROWS][BITS], std::uint32_t (&sc)[ROWS], std::uint32_t (&bi)[ROWS]) {
-        const int g = lane >> group_shift;
-#pragma unroll
-        for (int r = 0; r < ROWS; ++r) {
-          const std::int64_t next_row = row0 + slots * ROWS + r < p.n ? row0 + slots * ROWS + r : p.n - 1;
-          load_chunk<BITS>(p.packed + next_row * row_bytes + std::int64_t(lane) * (4 * BITS), w[r]);
-          sc[r] = load_param_bits<PARAM>(p.scales, int(next_row * groups) + g, p.dtype);
-          bi[r] = load_param_bits<PARAM>(p.biases, int(next_row * groups) + g, p.dtype);
-        }
-      };
+      if (c < c_end) load(c, wa, sa, ba);  // in flight while the tile is staged
       if (tiles > 1 || trip == 0) {
         if (trip == 0 && tile == 0) wait_for_previous_grid();  // x may be the previous kernel's output
         __syncthreads();  // everyone is done with the previous tile
@@ -426,13 +394,11 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
       };
       while (c < c_end) {
         if (c + 32 < c_end) load(c + 32, wb, sb, bb);
-        else if (carry) load_next(wb, sb, bb), carried = carried_in_b = true;
         prefetch(c);
         step(wa, sa, ba, c);
         c += 32;
         if (c >= c_end) break;
         if (c + 32 < c_end) load(c + 32, wa, sa, ba);
-        else if (carry) load_next(wa, sa, ba), carried = true, carried_in_b = false;
         prefetch(c);
         step(wb, sb, bb, c);
         c += 32;

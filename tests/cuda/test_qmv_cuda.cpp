@@ -149,18 +149,14 @@ TEST(CudaQmv, EqualsCpuMirrorOverSeveralTrips) {
       EXPECT_EQ(differing(run_gpu(Kernel::qmv, p, p.x, m), cpu), 0);
       // The L2 prefetch's settings (memory traffic only, at 2 and 4 bits; K = 4416 and 3840 leave
       // some lanes a round fewer than others), with the last trip split and not.
-      // And the next trip's first chunk carried by a task's last round, or not.
       for (int rounds : {0, 1, 3})
-        for (int split : {0, 1})
-          for (int carry : {0, 1}) {
-            SCOPED_TRACE("prefetch rounds " + std::to_string(rounds) + " last-trip split " + std::to_string(split) +
-                         " carry " + std::to_string(carry));
-            QmvOptions options;
-            options.qmv_l2_prefetch_rounds = rounds;
-            options.qmv_split_last_trip = split;
-            options.qmv_carry_next_trip = carry;
-            EXPECT_EQ(differing(run_gpu(Kernel::qmv, p, p.x, m, options), cpu), 0);
-          }
+        for (int split : {0, 1}) {
+          SCOPED_TRACE("prefetch rounds " + std::to_string(rounds) + " last-trip split " + std::to_string(split));
+          QmvOptions options;
+          options.qmv_l2_prefetch_rounds = rounds;
+          options.qmv_split_last_trip = split;
+          EXPECT_EQ(differing(run_gpu(Kernel::qmv, p, p.x, m, options), cpu), 0);
+        }
     }
 }
 
@@ -320,9 +316,6 @@ TEST(CudaQmv, RejectsBadArguments) {
     EXPECT_THROW(cuda::qmv(Kernel::qmv, p.device.view, dx.bytes(), 2, dy.bytes(), bad), std::invalid_argument)
         << rounds << " " << next;
   }
-  QmvOptions bad_carry;
-  bad_carry.qmv_carry_next_trip = 3;
-  EXPECT_THROW(cuda::qmv(Kernel::qmv, p.device.view, dx.bytes(), 2, dy.bytes(), bad_carry), std::invalid_argument);
   // Misaligned device pointers are refused before any launch (they would fault on the device).
   cuda::DeviceBuffer shifted(p.x.size() + 16);
   const auto misaligned_x = std::span<const std::byte>(shifted.bytes()).subspan(2, p.x.size());

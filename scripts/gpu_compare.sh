@@ -5,12 +5,7 @@
 # Usage: scripts/gpu_compare.sh [tests|notests]. COMPARE_FLAG_SETS: '|'-separated bench flags to
 # run each binary with (default: none, then --overlap-launch). Logs archived as $OUT/compare.tgz.
 set -uo pipefail
-bin=.out/bin
-"$(dirname "$0")/gpu_unpack.sh"
-final=${OUT:-/tmp/exactq-out}
-out=$(mktemp -d)
-mkdir -p "$final"
-trap 'tar czf "$final/compare.tgz" -C "$out" .' EXIT
+source "$(dirname "$0")/gpu_logs.sh" compare
 IFS='|' read -r -a flag_sets <<<"${COMPARE_FLAG_SETS:-|--overlap-launch}"
 shapes=${COMPARE_SHAPES:-gemma12b,llama3-8b,qwen27b,big}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"

@@ -4,13 +4,7 @@
 # the A/B against a build with the prefetch compiled out (.out/bin/exactq-nopf, if present), ncu
 # on 4- and 2-bit qmv, and the sanitizers last. Logs archived as $OUT/session14.tgz.
 set -uo pipefail
-bin=.out/bin
-"$(dirname "$0")/gpu_unpack.sh"
-final=${OUT:-/tmp/exactq-out}
-out=$(mktemp -d)
-mkdir -p "$final"
-trap 'tar czf "$final/session14.tgz" -C "$out" .' EXIT
-export PATH=/usr/local/cuda/bin:$PATH
+source "$(dirname "$0")/gpu_logs.sh" session14
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
 # 1. Every CUDA test.
 "$bin/exactq_cuda_tests" >"$out/cuda_tests.log" 2>&1

@@ -3,13 +3,7 @@
 # (call 1: 8 % apart with the prefetch off), the prefetch's effect separated by N and K on
 # head-sized matrices, and qmv_mma after the revert of its prefetch. Logs as $OUT/session14b.tgz.
 set -uo pipefail
-bin=.out/bin
-"$(dirname "$0")/gpu_unpack.sh"
-final=${OUT:-/tmp/exactq-out}
-out=$(mktemp -d)
-mkdir -p "$final"
-trap 'tar czf "$final/session14b.tgz" -C "$out" .' EXIT
-export PATH=/usr/local/cuda/bin:$PATH
+source "$(dirname "$0")/gpu_logs.sh" session14b
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
 for bits in 4 2; do
   fun=_ZN6exactq11cuda_detail17qmv_family_kernelILi${bits}ELi1ELi4ELi2EEEvNS0_9QmvParamsE

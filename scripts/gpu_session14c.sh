@@ -4,13 +4,7 @@
 # (.out/bin/exactq-base) in the same call, and the sanitizers on the split path.
 # Logs as $OUT/session14c.tgz.
 set -uo pipefail
-bin=.out/bin
-"$(dirname "$0")/gpu_unpack.sh"
-final=${OUT:-/tmp/exactq-out}
-out=$(mktemp -d)
-mkdir -p "$final"
-trap 'tar czf "$final/session14c.tgz" -C "$out" .' EXIT
-export PATH=/usr/local/cuda/bin:$PATH
+source "$(dirname "$0")/gpu_logs.sh" session14c
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
 "$bin/exactq_cuda_tests" >"$out/cuda_tests.log" 2>&1
 echo "cuda tests: exit $? $(grep -E '^\[  (PASSED|FAILED)' "$out/cuda_tests.log" | tr '\n' ' ')"

@@ -2,13 +2,7 @@
 # Session 14, fourth call: why the last-trip build is slower on Gemma's head (call 3): the prefetch
 # on and off in both builds, and the SASS of the new 4-bit kernel. Logs as $OUT/session14d.tgz.
 set -uo pipefail
-bin=.out/bin
-"$(dirname "$0")/gpu_unpack.sh"
-final=${OUT:-/tmp/exactq-out}
-out=$(mktemp -d)
-mkdir -p "$final"
-trap 'tar czf "$final/session14d.tgz" -C "$out" .' EXIT
-export PATH=/usr/local/cuda/bin:$PATH
+source "$(dirname "$0")/gpu_logs.sh" session14d
 fun=_ZN6exactq11cuda_detail17qmv_family_kernelILi4ELi1ELi4ELi2EEEvNS0_9QmvParamsE
 cuobjdump -sass -fun "$fun" "$bin/exactq" >"$out/sass_4bit_new.txt" 2>&1
 shapes=262144x3840,128256x4096,28672x8192

@@ -2,12 +2,7 @@
 # Session 14, sixth call: carrying the next trip's first chunk in a task's last round (run-time
 # knob), against the record run's build (.out/bin/exactq-base): the CUDA suite, then the A/B.
 set -uo pipefail
-bin=.out/bin
-"$(dirname "$0")/gpu_unpack.sh"
-final=${OUT:-/tmp/exactq-out}
-out=$(mktemp -d)
-mkdir -p "$final"
-trap 'tar czf "$final/session14f.tgz" -C "$out" .' EXIT
+source "$(dirname "$0")/gpu_logs.sh" session14f
 "$bin/exactq_cuda_tests" --gtest_filter='CudaQmv.*' >"$out/cuda_tests.log" 2>&1
 echo "cuda tests (CudaQmv.*): exit $? $(grep -E '^\[  (PASSED|FAILED)' "$out/cuda_tests.log" | tr '\n' ' ')"
 grep -E "^\[  FAILED" "$out/cuda_tests.log" | head

@@ -2,13 +2,7 @@
 # Session 14, seventh call: for issue 4's next step, the SASS of qmv_mma's 4-bit fragment kernel
 # (one and two n-tiles: M <= 8 and M = 16) and its stall reasons on 28672x8192 at M = 1 and 16.
 set -uo pipefail
-bin=.out/bin
-"$(dirname "$0")/gpu_unpack.sh"
-final=${OUT:-/tmp/exactq-out}
-out=$(mktemp -d)
-mkdir -p "$final"
-trap 'tar czf "$final/session14g.tgz" -C "$out" .' EXIT
-export PATH=/usr/local/cuda/bin:$PATH
+source "$(dirname "$0")/gpu_logs.sh" session14g
 cuobjdump -sass "$bin/exactq" >"$out/all.sass" 2>&1
 for nt in 1 2; do
   pat="qmv_mma_fragments_kernelILi4ELb1ELi${nt}ELi64ELi16ELi2ELb0E"

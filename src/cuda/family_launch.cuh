@@ -67,7 +67,8 @@ void launch_family(const QuantizedMatrixView& w, const void* x, std::int64_t vec
   // qmv at 4 bits with many trips per warp: requesting each row's bytes into L2 two rounds
   // beyond the register prefetch measured within the run-to-run spread with 262144 rows (31
   // trips: -1.6 to +2.7 %), 4-6 % slower with 128256 (15 trips) and 10-15 % slower on 28672x8192
-  // (3.4), at K = 3840 and 4096 alike (session 14 calls 1-5). -D knobs for measuring: the trips from which it is on, how far ahead.
+  // (3.4), at K = 3840 and 4096 alike (session 14 calls 1-5).
+  // -D knobs for measuring: the trips from which it is on, how far ahead.
 #ifndef EXACTQ_QMV_PREFETCH_MIN_TRIPS
 #define EXACTQ_QMV_PREFETCH_MIN_TRIPS 24
 #endif

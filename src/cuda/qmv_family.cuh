@@ -249,8 +249,8 @@ __device__ __forceinline__ void chunk_step(const std::uint32_t (&w)[ROWS][BITS],
 template <int V, int ROWS>
 inline constexpr int kFamilyMinBlocks = V >= 6 ? 1 : (V == 1 && ROWS <= 2 ? EXACTQ_QMV_TWO_ROW_BLOCKS : 2);
 
-// A -D knob for the A/B of session 13 §2: 0 compiles the L2 prefetch out of every kernel (the
-// 2- and 4-bit qmv kernels are then session 12's, byte for byte).
+// A -D knob for A/Bs (session 14 §2): 0 compiles the L2 prefetch out of every kernel, and with
+// it the branch that keeps ptxas from sinking the 4-bit loads (see `prefetch` below).
 #ifndef EXACTQ_QMV_PREFETCH_CODE
 #define EXACTQ_QMV_PREFETCH_CODE 1
 #endif

@@ -255,6 +255,20 @@ inline constexpr int kFamilyMinBlocks = V >= 6 ? 1 : (V == 1 && ROWS <= 2 ? EXAC
 #define EXACTQ_QMV_PREFETCH_CODE 1
 #endif
 
+// Register buffers of a round per lane. 2 (a double buffer): while a round is computed, one is in
+// flight. EXACTQ_QMV_RING_DEPTH = D > 2 (a -D knob, qmv at 4 bits) keeps D - 1 in flight: with
+// 2 rows per warp and D = 4 that is 3 KB per warp in the registers that hold 2 KB with 4 rows
+// and D = 2.
+#ifndef EXACTQ_QMV_RING_DEPTH
+#define EXACTQ_QMV_RING_DEPTH 2
+#endif
+template <int BITS, int V>
+inline constexpr int kFamilyRing = V == 1 && BITS == 4 ? EXACTQ_QMV_RING_DEPTH : 2;
+
+#ifndef EXACTQ_QMV_PARAM_TASK_PREFETCH
+#define EXACTQ_QMV_PARAM_TASK_PREFETCH 0
+#endif
+
 template <int BITS, int V, int ROWS, int PARAM>
 __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
     qmv_family_kernel(const QmvParams p) {
@@ -298,6 +312,10 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
   let_next_grid_start();
   // The L2 prefetch is compiled into qmv at 2 and 4 bits only (see `prefetch` below).
   constexpr bool kPrefetchCode = EXACTQ_QMV_PREFETCH_CODE && (BITS == 2 || BITS == 4) && V == 1;
+  constexpr int kRing = kFamilyRing<BITS, V>;
+  struct RoundBuffer {
+    std::uint32_t w[ROWS][BITS], s[ROWS], b[ROWS];
+  };
 
   for (std::int64_t trip = 0; trip < trips; ++trip) {
     const bool split_trip = trip == whole_trips;  // the same for every warp of the grid
@@ -323,6 +341,22 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
       // the clamp and the 64-bit product at every load: 705 instead of 774 instructions per
       // two chunks of 4 rows in the SASS, 43.4 instead of 45.3 us on 28672x8192.
       asm("" : "+l"(wrow[r]), "+r"(prow[r]));
+    }
+    // The task's group parameters are two contiguous runs (ROWS rows of scales, then of biases).
+    // The loop reads them a group at a time, 32-64 bytes per row and round: small, isolated DRAM
+    // requests beside 512-byte runs of codes. EXACTQ_QMV_PARAM_TASK_PREFETCH = 1 (a -D knob)
+    // requests both runs into L2 at the task's start instead, 128-byte line by line (lanes 0-15
+    // the scales, 16-31 the biases). Memory traffic only: no value depends on it.
+    if constexpr (EXACTQ_QMV_PARAM_TASK_PREFETCH != 0) {
+      if (active) {
+        const int param_bytes = PARAM == int(DType::f32) || (PARAM == kRuntimeDtype && p.dtype == DType::f32) ? 4 : 2;
+        const std::int64_t rows = (row0 + ROWS < p.n ? row0 + ROWS : p.n) - row0;
+        const std::uintptr_t first = std::uintptr_t(prow[0]) * param_bytes;
+        const std::uintptr_t end = first + std::uintptr_t(rows * groups * param_bytes);
+        const auto* base = static_cast<const std::uint8_t*>(lane < 16 ? p.scales : p.biases);
+        for (std::uintptr_t at = (first & ~std::uintptr_t(127)) + std::uintptr_t(lane % 16) * 128; at < end; at += 16 * 128)
+          asm volatile("prefetch.global.L2 [%0];" ::"l"(base + at));
+      }
     }
     float total[ROWS][V];
 #pragma unroll
@@ -352,7 +386,16 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
       // This warp's run of chunks: all of them without a split (one tile then, if split > 1).
       const int c_end = chunks < 32 * part_rounds * (part + 1) ? chunks : 32 * part_rounds * (part + 1);
       int c = active ? lane + 32 * part_rounds * part : c_end;
-      if (c < c_end) load(c, wa, sa, ba);  // in flight while the tile is staged
+      // With a deeper ring (kRing > 2, qmv only, a -D knob for now), rounds 0 .. kRing - 2 are in
+      // flight while the tile is staged, and round j + kRing - 1 is loaded before round j is computed.
+      RoundBuffer ring[kRing > 2 ? kRing : 1];
+      if constexpr (kRing > 2) {
+#pragma unroll
+        for (int d = 0; d < kRing - 1; ++d)
+          if (c + 32 * d < c_end) load(c + 32 * d, ring[d].w, ring[d].s, ring[d].b);
+      } else {
+        if (c < c_end) load(c, wa, sa, ba);  // in flight while the tile is staged
+      }
       if (tiles > 1 || trip == 0) {
         if (trip == 0 && tile == 0) wait_for_previous_grid();  // x may be the previous kernel's output
         __syncthreads();  // everyone is done with the previous tile
@@ -385,23 +428,40 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
       // 28672x8192 and 6 % on Gemma's head (call 1, EXACTQ_QMV_PREFETCH_CODE=0).
       auto prefetch = [&](int c) {
         if constexpr (kPrefetchCode) {
-          const int ahead = c + 32 * (1 + p.l2_prefetch_rounds);
+          const int ahead = c + 32 * (kRing - 1 + p.l2_prefetch_rounds);
           if (p.l2_prefetch_rounds > 0 && ahead < c_end)
 #pragma unroll
             for (int r = 0; r < ROWS; ++r)
               asm volatile("prefetch.global.L2 [%0];" ::"l"(wrow[r] + std::int64_t(chunk0 + ahead) * (4 * BITS)));
         }
       };
-      while (c < c_end) {
-        if (c + 32 < c_end) load(c + 32, wb, sb, bb);
-        prefetch(c);
-        step(wa, sa, ba, c);
-        c += 32;
-        if (c >= c_end) break;
-        if (c + 32 < c_end) load(c + 32, wa, sa, ba);
-        prefetch(c);
-        step(wb, sb, bb, c);
-        c += 32;
+      if constexpr (kRing > 2) {
+        // Rounds go in groups of kRing so that each buffer has a fixed name (no register array
+        // indexed at run time); chunks still go in increasing order.
+        while (c < c_end) {
+#pragma unroll
+          for (int d = 0; d < kRing; ++d) {
+            if (c < c_end) {
+              const int next = (d + kRing - 1) % kRing;
+              if (c + 32 * (kRing - 1) < c_end) load(c + 32 * (kRing - 1), ring[next].w, ring[next].s, ring[next].b);
+              prefetch(c);
+              step(ring[d].w, ring[d].s, ring[d].b, c);
+              c += 32;
+            }
+          }
+        }
+      } else {
+        while (c < c_end) {
+          if (c + 32 < c_end) load(c + 32, wb, sb, bb);
+          prefetch(c);
+          step(wa, sa, ba, c);
+          c += 32;
+          if (c >= c_end) break;
+          if (c + 32 < c_end) load(c + 32, wa, sa, ba);
+          prefetch(c);
+          step(wb, sb, bb, c);
+          c += 32;
+        }
       }
     }
     if (split > 1) {  // the same for every warp of the block

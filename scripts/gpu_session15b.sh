@@ -40,8 +40,16 @@ for exe in "${exes[@]}"; do
     fun=_ZN6exactq11cuda_detail17qmv_family_kernelILi4ELi1ELi${rows}ELi2EEEvNS0_9QmvParamsE
     cuobjdump -sass -fun "$fun" "$exe" >"$out/sass_${name}_r$rows.txt" 2>&1 || continue
     grep -q LDG "$out/sass_${name}_r$rows.txt" || continue
-    echo "== SASS $name rows $rows: $(python3 scripts/sass_loop.py <"$out/sass_${name}_r$rows.txt" | head -1)"
-    python3 scripts/sass_loop.py <"$out/sass_${name}_r$rows.txt" | grep -E "^\s+(IDP|LDG|LDS|BRA|STL|LDL)\b" | tr -s ' ' | tr '\n' ';'
+    python3 scripts/sass_loop.py --body <"$out/sass_${name}_r$rows.txt" >"$out/loop_${name}_r$rows.txt"
+    echo "== SASS $name rows $rows: $(head -1 "$out/loop_${name}_r$rows.txt")"
+    grep -E "^\s+(IDP|LDG|LDS|BRA|STL|LDL)\s" "$out/loop_${name}_r$rows.txt" | tr -s ' ' | tr '\n' ';'
     echo
   done
+done
+# 4. Where the carried loads sit in the 4-bit kernel: the order of global loads and shuffles.
+for exe in "${exes[@]}"; do
+  name=$(basename "$exe")
+  f="$out/sass_${name}_r4.txt"
+  [[ -s $f ]] || continue
+  echo "== $name: LDG/SHFL/BAR/EXIT order (run-length): $(grep -oE '(LDG|SHFL|BAR|EXIT|STG)' "$f" | uniq -c | tr -s ' ' | tr '\n' ',')"
 done

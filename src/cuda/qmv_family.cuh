@@ -278,6 +278,14 @@ inline constexpr int kFamilyRing = V == 1 && BITS == 4 ? EXACTQ_QMV_RING_DEPTH :
 template <int BITS, int V>
 inline constexpr bool kFamilyFlat = EXACTQ_QMV_FLAT != 0 && V == 1 && (BITS == 2 || BITS == 4);
 
+// qmv at 4 bits, K in one tile: a trip's first round is loaded at the end of the trip before
+// (EXACTQ_QMV_CARRY = 1, a -D knob), ahead of the butterfly and the next task's set-up.
+#ifndef EXACTQ_QMV_CARRY
+#define EXACTQ_QMV_CARRY 0
+#endif
+template <int BITS, int V>
+inline constexpr bool kFamilyCarry = EXACTQ_QMV_CARRY != 0 && V == 1 && BITS == 4;
+
 #ifndef EXACTQ_QMV_PARAM_TASK_PREFETCH
 #define EXACTQ_QMV_PARAM_TASK_PREFETCH 0
 #endif
@@ -357,32 +365,36 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
 #pragma unroll
       for (int r = 0; r < ROWS; ++r) total[r][0] = 0.0f;
       int round = 0;  // of `task`, computed next
-      // Computes round `round` of `task` from (w, sc, bi) after loading the next round of the
-      // stream into (wn, sn, bn); false when the warp's last task is done.
+      bool done = !(task < task_end);
+      // Loads the stream's next round into (wn, sn, bn), then computes round `round` of `task`
+      // from (w, sc, bi); `done` once the warp's last task is stored. One load site and one
+      // compute site per buffer, as in the per-trip loop, so that the loads stay first.
       auto half = [&](const std::uint32_t (&w)[ROWS][BITS], const std::uint32_t (&sc_bits)[ROWS],
                       const std::uint32_t (&bi_bits)[ROWS], std::uint32_t (&wn)[ROWS][BITS], std::uint32_t (&sn)[ROWS],
                       std::uint32_t (&bn)[ROWS]) {
         const int c = lane + 32 * round;
-        const bool last = round + 1 == rounds;
-        if (!last) {
-          if (c + 32 < chunks) load(c + 32, wn, sn, bn);
-          if constexpr (kPrefetchCode) {  // as `prefetch` below; also where it keeps the loads first
-            const int ahead = c + 32 * (1 + p.l2_prefetch_rounds);
-            if (p.l2_prefetch_rounds > 0 && ahead < chunks)
-#pragma unroll
-              for (int r = 0; r < ROWS; ++r)
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(wrow[r] + std::int64_t(ahead) * (4 * BITS)));
-          }
-        } else if (task + slots < task_end) {
+        const bool last = round + 1 == rounds;  // the same for every lane
+        int next_c = c + 32;
+        bool next_ok = true;
+        if (last) {
           // The next task's rows: these plus slots * ROWS rows, clamped to the last row (a row
           // that was clamped belongs to the last task, which has no next).
+          next_c = lane;
+          next_ok = task + slots < task_end;
 #pragma unroll
           for (int r = 0; r < ROWS; ++r) {
             const std::uintptr_t next = reinterpret_cast<std::uintptr_t>(wrow[r]) + task_bytes;
             wrow[r] = reinterpret_cast<const std::uint8_t*>(next < last_row ? next : last_row);
             prow[r] = prow[r] + task_groups < last_prow ? prow[r] + task_groups : last_prow;
           }
-          if (lane < chunks) load(lane, wn, sn, bn);
+        }
+        if (next_ok && next_c < chunks) load(next_c, wn, sn, bn);
+        if constexpr (kPrefetchCode) {  // as `prefetch` below; also where it keeps the loads first
+          const int ahead = c + 32 * (1 + p.l2_prefetch_rounds);
+          if (p.l2_prefetch_rounds > 0 && ahead < chunks && !last)
+#pragma unroll
+            for (int r = 0; r < ROWS; ++r)
+              asm volatile("prefetch.global.L2 [%0];" ::"l"(wrow[r] + std::int64_t(ahead) * (4 * BITS)));
         }
         if (c < chunks) {
           float s[ROWS], b[ROWS];
@@ -391,27 +403,28 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
             s[r] = param_value<PARAM>(sc_bits[r], p.dtype), b[r] = param_value<PARAM>(bi_bits[r], p.dtype);
           chunk_step<BITS, V, ROWS>(w, s, b, pieces, vector_stride, facts, tile_chunks, c, total);
         }
-        if (!last) {
-          ++round;
-          return true;
-        }
+        ++round;
+        if (last) {
 #pragma unroll
-        for (int r = 0; r < ROWS; ++r) {
-          float t = total[r][0];
+          for (int r = 0; r < ROWS; ++r) {
+            float t = total[r][0];
 #pragma unroll
-          for (int step = 0; step < order::kButterflySteps; ++step)
-            t = order::butterfly_step(t, __shfl_xor_sync(0xffffffffu, t, order::butterfly_mask(step)));
-          const std::int64_t row = std::int64_t(task) * ROWS + r;
-          if (lane == 0 && row < p.n) store_f32(p.y, std::size_t(v0 * p.n + row), p.dtype, t);
-          total[r][0] = 0.0f;
+            for (int step = 0; step < order::kButterflySteps; ++step)
+              t = order::butterfly_step(t, __shfl_xor_sync(0xffffffffu, t, order::butterfly_mask(step)));
+            const std::int64_t row = std::int64_t(task) * ROWS + r;
+            if (lane == 0 && row < p.n) store_f32(p.y, std::size_t(v0 * p.n + row), p.dtype, t);
+            total[r][0] = 0.0f;
+          }
+          round = 0;
+          task += slots;
+          done = !(task < task_end);
         }
-        round = 0;
-        task += slots;
-        return task < task_end;
       };
-      if (task < task_end)
-        while (half(wa, sa, ba, wb, sb, bb) && half(wb, sb, bb, wa, sa, ba)) {
-        }
+      while (!done) {
+        half(wa, sa, ba, wb, sb, bb);
+        if (done) break;
+        half(wb, sb, bb, wa, sa, ba);
+      }
     }
   }
   // Work comes in tasks of ROWS rows. Task t goes to warp t % W, counting warps block-fastest
@@ -451,6 +464,29 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
   if (flat) return;
 #endif
 
+  // Rows past N read row N-1 and are never written. Group parameters are indexed with 32 bits
+  // (the launcher checks N * K / group < 2^31); weights with a 64-bit row base.
+  const std::uint8_t* wrow[ROWS];
+  int prow[ROWS];
+  auto point = [&](std::int64_t row0) {
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+      const std::int64_t row = row0 + r < p.n ? row0 + r : p.n - 1;
+      wrow[r] = p.packed + row * row_bytes;
+      prow[r] = int(row * groups);
+      // Opaque to the compiler, so it keeps the row bases in registers instead of recomputing
+      // the clamp and the 64-bit product at every load: 705 instead of 774 instructions per
+      // two chunks of 4 rows in the SASS, 43.4 instead of 45.3 us on 28672x8192.
+      asm("" : "+l"(wrow[r]), "+r"(prow[r]));
+    }
+  };
+  // The software pipeline's two register buffers (see the tile loop). With kCarry, a trip's
+  // first round may already be in the first one, loaded by the trip before (`carried`).
+  std::uint32_t wa[ROWS][BITS], wb[ROWS][BITS];
+  std::uint32_t sa[ROWS], ba[ROWS], sb[ROWS], bb[ROWS];
+  constexpr bool kCarry = kFamilyCarry<BITS, V>;
+  bool carried = false;
+
   for (std::int64_t trip = first_trip; trip < trips; ++trip) {
     const bool split_trip = trip == whole_trips;  // the same for every warp of the grid
     const int split = split_trip ? last_split : 1;
@@ -462,20 +498,7 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
                   std::size_t(last_slot) * std::size_t(rounds_total - last_part_rounds) * ROWS * 32;
     const bool active = task < tasks;
     const std::int64_t row0 = task * ROWS;
-    // Rows past N read row N-1 and are never written. Group parameters are indexed with 32 bits
-    // (the launcher checks N * K / group < 2^31); weights with a 64-bit row base.
-    const std::uint8_t* wrow[ROWS];
-    int prow[ROWS];
-#pragma unroll
-    for (int r = 0; r < ROWS; ++r) {
-      const std::int64_t row = row0 + r < p.n ? row0 + r : p.n - 1;
-      wrow[r] = p.packed + row * row_bytes;
-      prow[r] = int(row * groups);
-      // Opaque to the compiler, so it keeps the row bases in registers instead of recomputing
-      // the clamp and the 64-bit product at every load: 705 instead of 774 instructions per
-      // two chunks of 4 rows in the SASS, 43.4 instead of 45.3 us on 28672x8192.
-      asm("" : "+l"(wrow[r]), "+r"(prow[r]));
-    }
+    if (!kCarry || !carried) point(row0);
     // The task's group parameters are two contiguous runs (ROWS rows of scales, then of biases).
     // The loop reads them a group at a time, 32-64 bytes per row and round: small, isolated DRAM
     // requests beside 512-byte runs of codes. EXACTQ_QMV_PARAM_TASK_PREFETCH = 1 (a -D knob)
@@ -506,8 +529,6 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
       // Software pipeline: the next chunk's loads (per row) are issued before the current one is
       // computed. Two register buffers, used alternately; chunks still go in increasing order.
       // The buffers hold the parameters' raw bits; they are widened in `step`, when used.
-      std::uint32_t wa[ROWS][BITS], wb[ROWS][BITS];
-      std::uint32_t sa[ROWS], ba[ROWS], sb[ROWS], bb[ROWS];
       auto load = [&](int c, std::uint32_t (&w)[ROWS][BITS], std::uint32_t (&sc)[ROWS], std::uint32_t (&bi)[ROWS]) {
         const int g = (chunk0 + c) >> group_shift;
 #pragma unroll
@@ -528,7 +549,7 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
         for (int d = 0; d < kRing - 1; ++d)
           if (c + 32 * d < c_end) load(c + 32 * d, ring[d].w, ring[d].s, ring[d].b);
       } else {
-        if (c < c_end) load(c, wa, sa, ba);  // in flight while the tile is staged
+        if (c < c_end && !(kCarry && carried)) load(c, wa, sa, ba);  // in flight while the tile is staged
       }
       if (tiles > 1 || (trip == 0 && !flat)) {
         if (trip == 0 && tile == 0) wait_for_previous_grid();  // x may be the previous kernel's output
@@ -608,6 +629,26 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
             total[r][0] = order::lane_add(total[r][0], park[((round - part_rounds) * ROWS + r) * 32 + lane]);
       }
       __syncthreads();  // read before the next trip parks again
+    }
+    // kCarry: the next trip's first round is loaded now, before the butterfly, the store and the
+    // next task's set-up, which would otherwise run with nothing of this warp's in flight. The
+    // buffers are free (the last round is computed); only an unsplit next trip with K in one
+    // tile, whose lanes start at chunk `lane`.
+    if constexpr (kCarry) {
+      carried = tiles == 1 && trip + 1 < trips && trip + 1 != whole_trips;
+      if (carried) {
+        const std::int64_t next = task + slots;
+        point(next * ROWS);
+        if (next < tasks && lane < int(p.k / kChunkValues)) {
+          const int g = lane >> group_shift;
+#pragma unroll
+          for (int r = 0; r < ROWS; ++r) {
+            load_chunk<BITS>(wrow[r] + std::int64_t(lane) * (4 * BITS), wa[r]);
+            sa[r] = load_param_bits<PARAM>(p.scales, prow[r] + g, p.dtype);
+            ba[r] = load_param_bits<PARAM>(p.biases, prow[r] + g, p.dtype);
+          }
+        }
+      }
     }
 
 #pragma unroll

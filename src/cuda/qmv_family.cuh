@@ -279,11 +279,13 @@ template <int BITS, int V>
 inline constexpr bool kFamilyFlat = EXACTQ_QMV_FLAT != 0 && V == 1 && (BITS == 2 || BITS == 4);
 
 // qmv with K in one tile: a trip's first round is loaded at the end of the trip before, ahead of
-// the butterfly, the store and the next task's set-up (session 15: 4-bit Llama head 73.0 -> 69.3
-// us, 28672x8192 35.1 -> 33.4). EXACTQ_QMV_CARRY_BITS, a -D knob: the widths it is built for, as
-// a mask of 1 << bits.
+// the butterfly, the store and the next task's set-up, which otherwise run with nothing of the
+// warp's in flight. Built at 4, 5 and 6 bits (session 15, H200: 4-bit Llama head 73.0 -> 69.3 us,
+// 28672x8192 35.1 -> 33.4; 5 and 6 bits 1-4 % faster, and their spills gone); at 2 and 8 bits it
+// measured 2-6 % slower, at 3 bits within the spread. EXACTQ_QMV_CARRY_BITS, a -D knob: the
+// widths it is built for, as a mask of 1 << bits.
 #ifndef EXACTQ_QMV_CARRY_BITS
-#define EXACTQ_QMV_CARRY_BITS (1 << 4)
+#define EXACTQ_QMV_CARRY_BITS ((1 << 4) | (1 << 5) | (1 << 6))
 #endif
 template <int BITS, int V>
 inline constexpr bool kFamilyCarry = V == 1 && ((EXACTQ_QMV_CARRY_BITS >> BITS) & 1) != 0;

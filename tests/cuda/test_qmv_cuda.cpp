@@ -138,9 +138,12 @@ TEST(CudaQmv, EqualsCpuMirrorOverSeveralTrips) {
     int bits;
     std::int64_t n, k;
   };
+  // 4, 5 and 6 bits carry each trip's first round over from the trip before (K in one tile; a
+  // trip before a split one carries nothing); K = 17408 takes two tiles, where nothing is carried.
   for (Case c : {Case{4, 4 * (2112 + 800) + 3, 4416}, Case{4, 4 * (2 * 2112 + 300) + 1, 4416},
                  Case{8, 2 * (2112 + 500) + 1, 2048 + 96}, Case{3, 4 * (2112 + 1000), 8192},
-                 Case{2, 4 * (2112 + 700) + 2, 3840}})
+                 Case{2, 4 * (2112 + 700) + 2, 3840}, Case{5, 2 * (2 * 2112 + 300) + 1, 4416},
+                 Case{6, 2 * (2 * 2112 + 900), 3840}, Case{4, 4 * (2112 + 100) + 1, 17408}})
     for (std::int64_t m : {1, 2}) {
       SCOPED_TRACE("bits " + std::to_string(c.bits) + " N " + std::to_string(c.n) + " K " + std::to_string(c.k) +
                    " M " + std::to_string(m));

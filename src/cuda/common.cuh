@@ -252,46 +252,11 @@ __device__ __forceinline__ float load_param(const void* base, std::int64_t i, DT
 // The same in two steps, for software pipelines: the raw bits now, the value where it is used.
 // Widening right after a prefetch makes the warp wait for that load there, before the work the
 // prefetch was meant to overlap (qmv: 30 % of its stall samples, ncu session 7).
-//
-// A group's parameters are 2 or 4 bytes, so a warp's round asks for 32-64 bytes of each row's
-// scales and as many of its biases: small, isolated DRAM requests next to 512-byte runs of codes.
-// EXACTQ_PARAM_L2_PREFETCH = 64, 128 or 256 (a -D knob) adds the load's L2 prefetch-size hint, so
-// that the first round brings the aligned 64-256 bytes around it into L2 and the row's next
-// rounds find their parameters there. A memory hint only: no value depends on it.
-#ifndef EXACTQ_PARAM_L2_PREFETCH
-#define EXACTQ_PARAM_L2_PREFETCH 0
-#endif
-template <typename T>
-__device__ __forceinline__ std::uint32_t load_param_word(const T* at) {
-  static_assert(sizeof(T) == 2 || sizeof(T) == 4);
-#define EXACTQ_PARAM_LOAD(HINT)                                                                   \
-  if constexpr (sizeof(T) == 2) {                                                                 \
-    unsigned short v;                                                                             \
-    asm("ld.global" HINT ".u16 %0, [%1];" : "=h"(v) : "l"(at));                                   \
-    return v;                                                                                     \
-  } else {                                                                                        \
-    std::uint32_t v;                                                                              \
-    asm("ld.global" HINT ".u32 %0, [%1];" : "=r"(v) : "l"(at));                                   \
-    return v;                                                                                     \
-  }
-#if EXACTQ_PARAM_L2_PREFETCH == 256
-  EXACTQ_PARAM_LOAD(".L2::256B")
-#elif EXACTQ_PARAM_L2_PREFETCH == 128
-  EXACTQ_PARAM_LOAD(".L2::128B")
-#elif EXACTQ_PARAM_L2_PREFETCH == 64
-  EXACTQ_PARAM_LOAD(".L2::64B")
-#elif EXACTQ_PARAM_L2_PREFETCH == 0
-  return *at;
-#else
-#error "EXACTQ_PARAM_L2_PREFETCH is 0, 64, 128 or 256"
-#endif
-#undef EXACTQ_PARAM_LOAD
-}
 template <int PARAM>
 __device__ __forceinline__ std::uint32_t load_param_bits(const void* base, std::int64_t i, DType dtype) {
   const DType t = PARAM == kRuntimeDtype ? dtype : DType(PARAM);
-  if (t == DType::f32) return load_param_word(static_cast<const std::uint32_t*>(base) + i);
-  return load_param_word(static_cast<const unsigned short*>(base) + i);
+  if (t == DType::f32) return static_cast<const std::uint32_t*>(base)[i];
+  return static_cast<const unsigned short*>(base)[i];
 }
 template <int PARAM>
 __device__ __forceinline__ float param_value(std::uint32_t bits, DType dtype) {

@@ -247,36 +247,13 @@ __device__ __forceinline__ void chunk_step(const std::uint32_t (&w)[ROWS][BITS],
 #define EXACTQ_QMV_TWO_ROW_BLOCKS 2
 #endif
 template <int V, int ROWS>
-#ifdef EXACTQ_QMV_MINBLOCKS_PROBE
-inline constexpr int kFamilyMinBlocks = 1;
-#else
 inline constexpr int kFamilyMinBlocks = V >= 6 ? 1 : (V == 1 && ROWS <= 2 ? EXACTQ_QMV_TWO_ROW_BLOCKS : 2);
-#endif
 
 // A -D knob for A/Bs (session 14 §2): 0 compiles the L2 prefetch out of every kernel, and with
 // it the branch that keeps ptxas from sinking the 4-bit loads (see `prefetch` below).
 #ifndef EXACTQ_QMV_PREFETCH_CODE
 #define EXACTQ_QMV_PREFETCH_CODE 1
 #endif
-
-// Register buffers of a round per lane. 2 (a double buffer): while a round is computed, one is in
-// flight. EXACTQ_QMV_RING_DEPTH = D > 2 (a -D knob, qmv at 4 bits) keeps D - 1 in flight: with
-// 2 rows per warp and D = 4 that is 3 KB per warp in the registers that hold 2 KB with 4 rows
-// and D = 2.
-#ifndef EXACTQ_QMV_RING_DEPTH
-#define EXACTQ_QMV_RING_DEPTH 2
-#endif
-template <int BITS, int V>
-inline constexpr int kFamilyRing = V == 1 && BITS == 4 ? EXACTQ_QMV_RING_DEPTH : 2;
-
-// qmv with K in one tile: a warp walks its tasks as one stream of rounds (qmv_flat_rounds), so that
-// the last round of a task is computed while the first round of its next task is in flight. A
-// -D knob (EXACTQ_QMV_FLAT = 1), at 2 and 4 bits.
-#ifndef EXACTQ_QMV_FLAT
-#define EXACTQ_QMV_FLAT 0
-#endif
-template <int BITS, int V>
-inline constexpr bool kFamilyFlat = EXACTQ_QMV_FLAT != 0 && V == 1 && (BITS == 2 || BITS == 4);
 
 // qmv with K in one tile: a trip's first round is loaded at the end of the trip before, ahead of
 // the butterfly, the store and the next task's set-up, which otherwise run with nothing of the
@@ -289,10 +266,6 @@ inline constexpr bool kFamilyFlat = EXACTQ_QMV_FLAT != 0 && V == 1 && (BITS == 2
 #endif
 template <int BITS, int V>
 inline constexpr bool kFamilyCarry = V == 1 && ((EXACTQ_QMV_CARRY_BITS >> BITS) & 1) != 0;
-
-#ifndef EXACTQ_QMV_PARAM_TASK_PREFETCH
-#define EXACTQ_QMV_PARAM_TASK_PREFETCH 0
-#endif
 
 template <int BITS, int V, int ROWS, int PARAM>
 __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
@@ -308,129 +281,6 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
   const int group_shift = p.group == 32 ? 0 : (p.group == 64 ? 1 : 2);
   const std::int64_t v0 = p.vector_offset + std::int64_t(blockIdx.y) * V;
   const int tiles = ceil_div(p.k, p.tile_values);
-  // The L2 prefetch is compiled into qmv at 2 and 4 bits only (see `prefetch` below).
-  constexpr bool kPrefetchCode = EXACTQ_QMV_PREFETCH_CODE && (BITS == 2 || BITS == 4) && V == 1;
-  // The unsplit trips as one stream of rounds per warp (kFamilyFlat, K in one tile). Without it,
-  // a task's last round is computed with nothing in flight, and the next task's first loads are
-  // issued only after the butterfly: per task, a round's compute and the butterfly add to the
-  // latency nothing hides. Here the buffers alternate across tasks: the round computed last in a
-  // task has the next task's first round in flight, as every other round has its successor. Each
-  // lane's chunks, and so its chain and every bit, are those of the per-trip loop below, which
-  // then runs only the split trip, if any.
-  const bool flat = kFamilyFlat<BITS, V> && tiles == 1;
-  if constexpr (kFamilyFlat<BITS, V>) {
-    if (flat) {
-      // Its own copies of the trip facts, from a grid width the compiler cannot see through, so
-      // that the per-trip loop's (computed after this block) are not held in registers across it.
-      int grid = int(gridDim.x);
-      asm("" : "+r"(grid));
-      const int slots = grid * kWarps, tasks = int((p.n + ROWS - 1) / ROWS);
-      const int whole_trips = p.split > 1 ? tasks / slots : (tasks + slots - 1) / slots;
-      const int first_task = warp * grid + int(blockIdx.x);
-      const int rounds_total = family_rounds(p.k);
-      let_next_grid_start();
-      const int chunks = int(p.k / kChunkValues);
-      const int rounds = rounds_total;  // the same for every lane: a lane past `chunks` idles
-      const int task_end = first_task + whole_trips * slots < tasks ? first_task + whole_trips * slots : tasks;
-      int task = first_task;
-      const std::uint8_t* wrow[ROWS];  // the rows of the task being loaded
-      int prow[ROWS];
-      auto point = [&](int t) {
-#pragma unroll
-        for (int r = 0; r < ROWS; ++r) {
-          const std::int64_t row = std::int64_t(t) * ROWS + r < p.n ? std::int64_t(t) * ROWS + r : p.n - 1;
-          wrow[r] = p.packed + row * (p.k * BITS / 8);
-          prow[r] = int(row * (p.k / p.group));
-          asm("" : "+l"(wrow[r]), "+r"(prow[r]));  // kept in registers, as in the loop below
-        }
-      };
-      const std::uintptr_t task_bytes = std::uintptr_t(slots) * ROWS * std::uintptr_t(p.k * BITS / 8);
-      const std::uintptr_t last_row = reinterpret_cast<std::uintptr_t>(p.packed + (p.n - 1) * (p.k * BITS / 8));
-      const int task_groups = slots * ROWS * int(p.k / p.group), last_prow = int((p.n - 1) * (p.k / p.group));
-      std::uint32_t wa[ROWS][BITS], wb[ROWS][BITS];
-      std::uint32_t sa[ROWS], ba[ROWS], sb[ROWS], bb[ROWS];
-      auto load = [&](int c, std::uint32_t (&w)[ROWS][BITS], std::uint32_t (&sc)[ROWS], std::uint32_t (&bi)[ROWS]) {
-        const int g = c >> group_shift;
-#pragma unroll
-        for (int r = 0; r < ROWS; ++r) {
-          load_chunk<BITS>(wrow[r] + std::int64_t(c) * (4 * BITS), w[r]);
-          sc[r] = load_param_bits<PARAM>(p.scales, prow[r] + g, p.dtype);
-          bi[r] = load_param_bits<PARAM>(p.biases, prow[r] + g, p.dtype);
-        }
-      };
-      if (task < task_end) {
-        point(task);
-        if (lane < chunks) load(lane, wa, sa, ba);  // in flight while x is staged
-      }
-      wait_for_previous_grid();  // x may be the previous kernel's output
-      stage_integers<BITS, V>(pieces, facts, p.tile_values, p, v0, 0, int(p.k));
-      __syncthreads();
-      float total[ROWS][V];
-#pragma unroll
-      for (int r = 0; r < ROWS; ++r) total[r][0] = 0.0f;
-      int round = 0;  // of `task`, computed next
-      bool done = !(task < task_end);
-      // Loads the stream's next round into (wn, sn, bn), then computes round `round` of `task`
-      // from (w, sc, bi); `done` once the warp's last task is stored. One load site and one
-      // compute site per buffer, as in the per-trip loop, so that the loads stay first.
-      auto half = [&](const std::uint32_t (&w)[ROWS][BITS], const std::uint32_t (&sc_bits)[ROWS],
-                      const std::uint32_t (&bi_bits)[ROWS], std::uint32_t (&wn)[ROWS][BITS], std::uint32_t (&sn)[ROWS],
-                      std::uint32_t (&bn)[ROWS]) {
-        const int c = lane + 32 * round;
-        const bool last = round + 1 == rounds;  // the same for every lane
-        int next_c = c + 32;
-        bool next_ok = true;
-        if (last) {
-          // The next task's rows: these plus slots * ROWS rows, clamped to the last row (a row
-          // that was clamped belongs to the last task, which has no next).
-          next_c = lane;
-          next_ok = task + slots < task_end;
-#pragma unroll
-          for (int r = 0; r < ROWS; ++r) {
-            const std::uintptr_t next = reinterpret_cast<std::uintptr_t>(wrow[r]) + task_bytes;
-            wrow[r] = reinterpret_cast<const std::uint8_t*>(next < last_row ? next : last_row);
-            prow[r] = prow[r] + task_groups < last_prow ? prow[r] + task_groups : last_prow;
-          }
-        }
-        if (next_ok && next_c < chunks) load(next_c, wn, sn, bn);
-        if constexpr (kPrefetchCode) {  // as `prefetch` below; also where it keeps the loads first
-          const int ahead = c + 32 * (1 + p.l2_prefetch_rounds);
-          if (p.l2_prefetch_rounds > 0 && ahead < chunks && !last)
-#pragma unroll
-            for (int r = 0; r < ROWS; ++r)
-              asm volatile("prefetch.global.L2 [%0];" ::"l"(wrow[r] + std::int64_t(ahead) * (4 * BITS)));
-        }
-        if (c < chunks) {
-          float s[ROWS], b[ROWS];
-#pragma unroll
-          for (int r = 0; r < ROWS; ++r)
-            s[r] = param_value<PARAM>(sc_bits[r], p.dtype), b[r] = param_value<PARAM>(bi_bits[r], p.dtype);
-          chunk_step<BITS, V, ROWS>(w, s, b, pieces, vector_stride, facts, tile_chunks, c, total);
-        }
-        ++round;
-        if (last) {
-#pragma unroll
-          for (int r = 0; r < ROWS; ++r) {
-            float t = total[r][0];
-#pragma unroll
-            for (int step = 0; step < order::kButterflySteps; ++step)
-              t = order::butterfly_step(t, __shfl_xor_sync(0xffffffffu, t, order::butterfly_mask(step)));
-            const std::int64_t row = std::int64_t(task) * ROWS + r;
-            if (lane == 0 && row < p.n) store_f32(p.y, std::size_t(v0 * p.n + row), p.dtype, t);
-            total[r][0] = 0.0f;
-          }
-          round = 0;
-          task += slots;
-          done = !(task < task_end);
-        }
-      };
-      while (!done) {
-        half(wa, sa, ba, wb, sb, bb);
-        if (done) break;
-        half(wb, sb, bb, wa, sa, ba);
-      }
-    }
-  }
   // Work comes in tasks of ROWS rows. Task t goes to warp t % W, counting warps block-fastest
   // (warp w of block b is number w * gridDim.x + b), so the tasks left over after whole rounds
   // spread over all blocks and so over all SMs: an SM's share differs from the mean by at most
@@ -458,16 +308,8 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
   // The next launch on the stream may take the SM slots this grid frees; it waits for this grid
   // to finish before it touches x or y (wait_for_previous_grid below).
   let_next_grid_start();
-  constexpr int kRing = kFamilyRing<BITS, V>;
-  struct RoundBuffer {
-    std::uint32_t w[ROWS][BITS], s[ROWS], b[ROWS];
-  };
-
-  const std::int64_t first_trip = flat ? whole_trips : 0;
-#ifdef EXACTQ_QMV_FLAT_ONLY_PROBE
-  if (flat) return;
-#endif
-
+  // The L2 prefetch is compiled into qmv at 2 and 4 bits only (see `prefetch` below).
+  constexpr bool kPrefetchCode = EXACTQ_QMV_PREFETCH_CODE && (BITS == 2 || BITS == 4) && V == 1;
   // Rows past N read row N-1 and are never written. Group parameters are indexed with 32 bits
   // (the launcher checks N * K / group < 2^31); weights with a 64-bit row base.
   const std::uint8_t* wrow[ROWS];
@@ -491,7 +333,7 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
   constexpr bool kCarry = kFamilyCarry<BITS, V>;
   bool carried = false;
 
-  for (std::int64_t trip = first_trip; trip < trips; ++trip) {
+  for (std::int64_t trip = 0; trip < trips; ++trip) {
     const bool split_trip = trip == whole_trips;  // the same for every warp of the grid
     const int split = split_trip ? last_split : 1;
     const int part = split_trip ? last_part : 0;
@@ -503,22 +345,6 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
     const bool active = task < tasks;
     const std::int64_t row0 = task * ROWS;
     if (!kCarry || !carried) point(row0);
-    // The task's group parameters are two contiguous runs (ROWS rows of scales, then of biases).
-    // The loop reads them a group at a time, 32-64 bytes per row and round: small, isolated DRAM
-    // requests beside 512-byte runs of codes. EXACTQ_QMV_PARAM_TASK_PREFETCH = 1 (a -D knob)
-    // requests both runs into L2 at the task's start instead, 128-byte line by line (lanes 0-15
-    // the scales, 16-31 the biases). Memory traffic only: no value depends on it.
-    if constexpr (EXACTQ_QMV_PARAM_TASK_PREFETCH != 0) {
-      if (active) {
-        const int param_bytes = PARAM == int(DType::f32) || (PARAM == kRuntimeDtype && p.dtype == DType::f32) ? 4 : 2;
-        const std::int64_t rows = (row0 + ROWS < p.n ? row0 + ROWS : p.n) - row0;
-        const std::uintptr_t first = std::uintptr_t(prow[0]) * param_bytes;
-        const std::uintptr_t end = first + std::uintptr_t(rows * groups * param_bytes);
-        const auto* base = static_cast<const std::uint8_t*>(lane < 16 ? p.scales : p.biases);
-        for (std::uintptr_t at = (first & ~std::uintptr_t(127)) + std::uintptr_t(lane % 16) * 128; at < end; at += 16 * 128)
-          asm volatile("prefetch.global.L2 [%0];" ::"l"(base + at));
-      }
-    }
     float total[ROWS][V];
 #pragma unroll
     for (int r = 0; r < ROWS; ++r)
@@ -545,17 +371,8 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
       // This warp's run of chunks: all of them without a split (one tile then, if split > 1).
       const int c_end = chunks < 32 * part_rounds * (part + 1) ? chunks : 32 * part_rounds * (part + 1);
       int c = active ? lane + 32 * part_rounds * part : c_end;
-      // With a deeper ring (kRing > 2, qmv only, a -D knob for now), rounds 0 .. kRing - 2 are in
-      // flight while the tile is staged, and round j + kRing - 1 is loaded before round j is computed.
-      RoundBuffer ring[kRing > 2 ? kRing : 1];
-      if constexpr (kRing > 2) {
-#pragma unroll
-        for (int d = 0; d < kRing - 1; ++d)
-          if (c + 32 * d < c_end) load(c + 32 * d, ring[d].w, ring[d].s, ring[d].b);
-      } else {
-        if (c < c_end && !(kCarry && carried)) load(c, wa, sa, ba);  // in flight while the tile is staged
-      }
-      if (tiles > 1 || (trip == 0 && !flat)) {
+      if (c < c_end && !(kCarry && carried)) load(c, wa, sa, ba);  // in flight while the tile is staged
+      if (tiles > 1 || trip == 0) {
         if (trip == 0 && tile == 0) wait_for_previous_grid();  // x may be the previous kernel's output
         __syncthreads();  // everyone is done with the previous tile
         stage_integers<BITS, V>(pieces, facts, p.tile_values, p, v0, first, count);
@@ -587,40 +404,23 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
       // 28672x8192 and 6 % on Gemma's head (call 1, EXACTQ_QMV_PREFETCH_CODE=0).
       auto prefetch = [&](int c) {
         if constexpr (kPrefetchCode) {
-          const int ahead = c + 32 * (kRing - 1 + p.l2_prefetch_rounds);
+          const int ahead = c + 32 * (1 + p.l2_prefetch_rounds);
           if (p.l2_prefetch_rounds > 0 && ahead < c_end)
 #pragma unroll
             for (int r = 0; r < ROWS; ++r)
               asm volatile("prefetch.global.L2 [%0];" ::"l"(wrow[r] + std::int64_t(chunk0 + ahead) * (4 * BITS)));
         }
       };
-      if constexpr (kRing > 2) {
-        // Rounds go in groups of kRing so that each buffer has a fixed name (no register array
-        // indexed at run time); chunks still go in increasing order.
-        while (c < c_end) {
-#pragma unroll
-          for (int d = 0; d < kRing; ++d) {
-            if (c < c_end) {
-              const int next = (d + kRing - 1) % kRing;
-              if (c + 32 * (kRing - 1) < c_end) load(c + 32 * (kRing - 1), ring[next].w, ring[next].s, ring[next].b);
-              prefetch(c);
-              step(ring[d].w, ring[d].s, ring[d].b, c);
-              c += 32;
-            }
-          }
-        }
-      } else {
-        while (c < c_end) {
-          if (c + 32 < c_end) load(c + 32, wb, sb, bb);
-          prefetch(c);
-          step(wa, sa, ba, c);
-          c += 32;
-          if (c >= c_end) break;
-          if (c + 32 < c_end) load(c + 32, wa, sa, ba);
-          prefetch(c);
-          step(wb, sb, bb, c);
-          c += 32;
-        }
+      while (c < c_end) {
+        if (c + 32 < c_end) load(c + 32, wb, sb, bb);
+        prefetch(c);
+        step(wa, sa, ba, c);
+        c += 32;
+        if (c >= c_end) break;
+        if (c + 32 < c_end) load(c + 32, wa, sa, ba);
+        prefetch(c);
+        step(wb, sb, bb, c);
+        c += 32;
       }
     }
     if (split > 1) {  // the same for every warp of the block

@@ -8,7 +8,6 @@ set -uo pipefail
 source "$(dirname "$0")/gpu_logs.sh" compare
 IFS='|' read -r -a flag_sets <<<"${COMPARE_FLAG_SETS:-|--overlap-launch}"
 shapes=${COMPARE_SHAPES:-gemma12b,llama3-8b,qwen27b,big}
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
 if [[ ${1:-tests} == tests ]]; then
   "$bin/exactq_cuda_tests" >"$out/cuda_tests.log" 2>&1
   echo "cuda tests: exit $? $(grep -E '^\[  (PASSED|FAILED)' "$out/cuda_tests.log" | tr '\n' ' ')"

@@ -5,7 +5,6 @@
 # on 4- and 2-bit qmv, and the sanitizers last. Logs archived as $OUT/session14.tgz.
 set -uo pipefail
 source "$(dirname "$0")/gpu_logs.sh" session14
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
 # 1. Every CUDA test.
 "$bin/exactq_cuda_tests" >"$out/cuda_tests.log" 2>&1
 echo "cuda tests: exit $? $(grep -E '^\[  (PASSED|FAILED)' "$out/cuda_tests.log" | tr '\n' ' ')"

@@ -4,7 +4,6 @@
 # head-sized matrices, and qmv_mma after the revert of its prefetch. Logs as $OUT/session14b.tgz.
 set -uo pipefail
 source "$(dirname "$0")/gpu_logs.sh" session14b
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
 for bits in 4 2; do
   fun=_ZN6exactq11cuda_detail17qmv_family_kernelILi${bits}ELi1ELi4ELi2EEEvNS0_9QmvParamsE
   for exe in "$bin/exactq" "$bin"/exactq-*; do

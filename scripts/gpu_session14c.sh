@@ -5,7 +5,6 @@
 # Logs as $OUT/session14c.tgz.
 set -uo pipefail
 source "$(dirname "$0")/gpu_logs.sh" session14c
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
 "$bin/exactq_cuda_tests" >"$out/cuda_tests.log" 2>&1
 echo "cuda tests: exit $? $(grep -E '^\[  (PASSED|FAILED)' "$out/cuda_tests.log" | tr '\n' ' ')"
 grep -E "^\[  FAILED" "$out/cuda_tests.log" | head

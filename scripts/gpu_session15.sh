@@ -8,9 +8,6 @@
 # Logs archived as $OUT/session15.tgz; the summary is printed.
 set -uo pipefail
 source "$(dirname "$0")/gpu_logs.sh" session15
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
-exes=("$bin/exactq")
-for e in "$bin"/exactq-*; do [[ -x $e ]] && exes+=("$e"); done
 # 1. Bytes: every variant against the CPU mirror, several trips with a split last trip.
 for exe in "${exes[@]}"; do
   name=$(basename "$exe")

@@ -7,9 +7,6 @@
 # hot loop's SASS of each. Logs archived as $OUT/session15b.tgz; the summary is printed.
 set -uo pipefail
 source "$(dirname "$0")/gpu_logs.sh" session15b
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
-exes=("$bin/exactq")
-for e in "$bin"/exactq-*; do [[ -x $e ]] && exes+=("$e"); done
 # 1. Bytes.
 for exe in "${exes[@]:1}"; do
   name=$(basename "$exe")

@@ -267,6 +267,46 @@ inline constexpr int kFamilyMinBlocks = V >= 6 ? 1 : (V == 1 && ROWS <= 2 ? EXAC
 template <int BITS, int V>
 inline constexpr bool kFamilyCarry = V == 1 && ((EXACTQ_QMV_CARRY_BITS >> BITS) & 1) != 0;
 
+// qmv's butterfly for a lane's COUNT (row, vector) totals at once, with the same adds: the first
+// log2(COUNT) steps send half of the totals a lane still holds to its partner and keep the other
+// half, so each shuffle and add does work that the plain butterfly (COUNT shuffles and adds per
+// step) would have done in the partner lane anyway: 2 * COUNT - 1 + 5 - log2(COUNT) shuffles
+// instead of 5 * COUNT (4 rows: 6 instead of 20). Lane l's add for total i at mask m is
+// add(R[l], R[l ^ m]), as in order::butterfly_step; add commutes, so every value is the one the
+// plain butterfly computes at that lane, and so are the bits. Session 16 (H200, 4-bit M = 1): 1-2 %
+// faster on every shape, 5 and 8 bits within 1 %. A -D knob: 0, the plain butterfly per total;
+// 1, qmv (V = 1) only; 2, also qmv_streamed where ROWS * V is a power of two (ptxas: its spills
+// grow 8 bytes at V = 2 and shrink by 20-70 at V = 4).
+#ifndef EXACTQ_QMV_SCATTER_BUTTERFLY
+#define EXACTQ_QMV_SCATTER_BUTTERFLY 1
+#endif
+template <int COUNT, int STEP = 0>
+__device__ __forceinline__ float butterfly_scatter(const float (&held)[COUNT], int lane) {
+  if constexpr (COUNT == 1) {
+    float t = held[0];
+#pragma unroll
+    for (int step = STEP; step < order::kButterflySteps; ++step)
+      t = order::butterfly_step(t, __shfl_xor_sync(0xffffffffu, t, order::butterfly_mask(step)));
+    return t;
+  } else {
+    constexpr int mask = order::butterfly_mask(STEP), half = COUNT / 2;
+    static_assert(COUNT % 2 == 0 && STEP < order::kButterflySteps, "a power of two, at most 32 rows");
+    const bool upper = (lane & mask) != 0;
+    float kept[half];
+#pragma unroll
+    for (int i = 0; i < half; ++i) {
+      const float send = upper ? held[i] : held[half + i];
+      const float keep = upper ? held[half + i] : held[i];
+      kept[i] = order::butterfly_step(keep, __shfl_xor_sync(0xffffffffu, send, mask));
+    }
+    return butterfly_scatter<half, STEP + 1>(kept, lane);
+  }
+}
+// The lanes that hold total i after butterfly_scatter<COUNT>: lane >> kScatterShift<COUNT> == i;
+// -1 where COUNT is not a power of two (qmv_streamed at V = 3, 5, 6, 7: the plain butterfly).
+template <int COUNT>
+inline constexpr int kScatterShift = COUNT == 2 ? 4 : COUNT == 4 ? 3 : COUNT == 8 ? 2 : COUNT == 16 ? 1 : COUNT == 32 ? 0 : -1;
+
 template <int BITS, int V, int ROWS, int PARAM>
 __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
     qmv_family_kernel(const QmvParams p) {
@@ -455,6 +495,20 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
       }
     }
 
+    constexpr int kHeld = ROWS * V;  // (row, vector) totals per lane, r * V + v
+    if constexpr ((V == 1 ? EXACTQ_QMV_SCATTER_BUTTERFLY >= 1 : EXACTQ_QMV_SCATTER_BUTTERFLY >= 2) &&
+                  kScatterShift<kHeld> >= 0) {
+      float held[kHeld];
+#pragma unroll
+      for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+        for (int v = 0; v < V; ++v) held[r * V + v] = total[r][v];
+      const float mine = butterfly_scatter<kHeld>(held, lane);  // total lane >> kScatterShift
+      const int i = lane >> kScatterShift<kHeld>, r = i / V, v = i % V;
+      if (active && part == 0 && (lane & ((1 << kScatterShift<kHeld>) - 1)) == 0 && row0 + r < p.n)
+        store_f32(p.y, std::size_t((v0 + v) * p.n + row0 + r), p.dtype, mine);
+      continue;
+    }
 #pragma unroll
     for (int r = 0; r < ROWS; ++r)
 #pragma unroll

@@ -507,24 +507,24 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
       const int i = lane >> kScatterShift<kHeld>, r = i / V, v = i % V;
       if (active && part == 0 && (lane & ((1 << kScatterShift<kHeld>) - 1)) == 0 && row0 + r < p.n)
         store_f32(p.y, std::size_t((v0 + v) * p.n + row0 + r), p.dtype, mine);
-      continue;
-    }
-#pragma unroll
-    for (int r = 0; r < ROWS; ++r)
-#pragma unroll
-      for (int v = 0; v < V; ++v) {
-        float t = total[r][v];
-#pragma unroll
-        for (int step = 0; step < order::kButterflySteps; ++step)
-          t = order::butterfly_step(t, __shfl_xor_sync(0xffffffffu, t, order::butterfly_mask(step)));
-        total[r][v] = t;
-      }
-    if (active && part == 0 && lane == 0) {
+    } else {
 #pragma unroll
       for (int r = 0; r < ROWS; ++r)
-        if (row0 + r < p.n)
 #pragma unroll
-          for (int v = 0; v < V; ++v) store_f32(p.y, std::size_t((v0 + v) * p.n + row0 + r), p.dtype, total[r][v]);
+        for (int v = 0; v < V; ++v) {
+          float t = total[r][v];
+#pragma unroll
+          for (int step = 0; step < order::kButterflySteps; ++step)
+            t = order::butterfly_step(t, __shfl_xor_sync(0xffffffffu, t, order::butterfly_mask(step)));
+          total[r][v] = t;
+        }
+      if (active && part == 0 && lane == 0) {
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r)
+          if (row0 + r < p.n)
+#pragma unroll
+            for (int v = 0; v < V; ++v) store_f32(p.y, std::size_t((v0 + v) * p.n + row0 + r), p.dtype, total[r][v]);
+      }
     }
   }
 }

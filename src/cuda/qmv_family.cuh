@@ -270,11 +270,11 @@ inline constexpr bool kFamilyCarry = V == 1 && ((EXACTQ_QMV_CARRY_BITS >> BITS) 
 // qmv's butterfly for a lane's COUNT (row, vector) totals at once, with the same adds: the first
 // log2(COUNT) steps send half of the totals a lane still holds to its partner and keep the other
 // half, so each shuffle and add does work that the plain butterfly (COUNT shuffles and adds per
-// step) would have done in the partner lane anyway: 2 * COUNT - 1 + 5 - log2(COUNT) shuffles
+// step) would have done in the partner lane anyway: COUNT - 1 + 5 - log2(COUNT) shuffles
 // instead of 5 * COUNT (4 rows: 6 instead of 20). Lane l's add for total i at mask m is
 // add(R[l], R[l ^ m]), as in order::butterfly_step; add commutes, so every value is the one the
 // plain butterfly computes at that lane, and so are the bits. Session 16 (H200, 4-bit): qmv at M = 1
-// 0.5-3 % faster on every shape (call 1); qmv_streamed at M = 2, 4, 8 2-3 % faster on 28672x8192
+// up to 3 % faster, nowhere slower (call 1); qmv_streamed at M = 2, 4, 8 2-3 % faster on 28672x8192
 // and 5-12 % on Gemma's head and gate/up (call 3; ptxas: its spills grow 8 bytes at V = 2 and
 // shrink by 20-70 at V = 4). A -D knob: 0, the plain butterfly per total; 1, qmv (V = 1) only;
 // 2, also qmv_streamed where ROWS * V is a power of two (V = 2, 4, 8; the others keep the plain one).

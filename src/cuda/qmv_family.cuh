@@ -373,6 +373,17 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
   std::uint32_t sa[ROWS], ba[ROWS], sb[ROWS], bb[ROWS];
   constexpr bool kCarry = kFamilyCarry<BITS, V>;
   bool carried = false;
+  // One round's loads into a register buffer: chunk `chunk` of K (counted from the row's start)
+  // of each row, and its group's raw parameter bits.
+  auto load_round = [&](int chunk, std::uint32_t (&w)[ROWS][BITS], std::uint32_t (&sc)[ROWS], std::uint32_t (&bi)[ROWS]) {
+    const int g = chunk >> group_shift;
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+      load_chunk<BITS>(wrow[r] + std::int64_t(chunk) * (4 * BITS), w[r]);
+      sc[r] = load_param_bits<PARAM>(p.scales, prow[r] + g, p.dtype);
+      bi[r] = load_param_bits<PARAM>(p.biases, prow[r] + g, p.dtype);
+    }
+  };
 
   for (std::int64_t trip = 0; trip < trips; ++trip) {
     const bool split_trip = trip == whole_trips;  // the same for every warp of the grid
@@ -401,13 +412,7 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
       // computed. Two register buffers, used alternately; chunks still go in increasing order.
       // The buffers hold the parameters' raw bits; they are widened in `step`, when used.
       auto load = [&](int c, std::uint32_t (&w)[ROWS][BITS], std::uint32_t (&sc)[ROWS], std::uint32_t (&bi)[ROWS]) {
-        const int g = (chunk0 + c) >> group_shift;
-#pragma unroll
-        for (int r = 0; r < ROWS; ++r) {
-          load_chunk<BITS>(wrow[r] + std::int64_t(chunk0 + c) * (4 * BITS), w[r]);
-          sc[r] = load_param_bits<PARAM>(p.scales, prow[r] + g, p.dtype);
-          bi[r] = load_param_bits<PARAM>(p.biases, prow[r] + g, p.dtype);
-        }
+        load_round(chunk0 + c, w, sc, bi);
       };
       // This warp's run of chunks: all of them without a split (one tile then, if split > 1).
       const int c_end = chunks < 32 * part_rounds * (part + 1) ? chunks : 32 * part_rounds * (part + 1);
@@ -484,15 +489,7 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
       if (carried) {
         const std::int64_t next = task + slots;
         point(next * ROWS);
-        if (next < tasks && lane < int(p.k / kChunkValues)) {
-          const int g = lane >> group_shift;
-#pragma unroll
-          for (int r = 0; r < ROWS; ++r) {
-            load_chunk<BITS>(wrow[r] + std::int64_t(lane) * (4 * BITS), wa[r]);
-            sa[r] = load_param_bits<PARAM>(p.scales, prow[r] + g, p.dtype);
-            ba[r] = load_param_bits<PARAM>(p.biases, prow[r] + g, p.dtype);
-          }
-        }
+        if (next < tasks && lane < int(p.k / kChunkValues)) load_round(lane, wa, sa, ba);
       }
     }
 
@@ -513,11 +510,8 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
       for (int r = 0; r < ROWS; ++r)
 #pragma unroll
         for (int v = 0; v < V; ++v) {
-          float t = total[r][v];
-#pragma unroll
-          for (int step = 0; step < order::kButterflySteps; ++step)
-            t = order::butterfly_step(t, __shfl_xor_sync(0xffffffffu, t, order::butterfly_mask(step)));
-          total[r][v] = t;
+          const float own[1] = {total[r][v]};
+          total[r][v] = butterfly_scatter<1>(own, lane);  // the plain butterfly
         }
       if (active && part == 0 && lane == 0) {
 #pragma unroll

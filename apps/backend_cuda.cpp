@@ -40,10 +40,7 @@ class CudaBackend final : public Backend {
   }
 
   double time_us(Kernel kernel, std::int64_t m, int repeats) override {
-    // Enough copies that their sum is 4x the L2; big matrices need just one.
-    constexpr double kL2Bytes = 60e6;
-    const double bytes = double(host_->view().weight_bytes());
-    const std::size_t want = std::size_t(std::clamp(std::ceil(4 * kL2Bytes / bytes), 1.0, 64.0));
+    const std::size_t want = std::size_t(cuda::timing_copies(std::size_t(host_->view().weight_bytes())));
     std::vector<QuantizedMatrixView> views;
     for (const auto& c : copies_for(kernel, want)) views.push_back(c.view);
     const auto x = bench_activations(m, host_->k, host_->dtype);

@@ -75,8 +75,8 @@ double time_read_us(std::size_t bytes, int repeats, bool overlap_launch) {
   if (bytes < 16) throw std::invalid_argument("[exactq] time_read_us: " + std::to_string(bytes) + " bytes (at least 16)");
   if (repeats < 1) throw std::invalid_argument("[exactq] time_read_us: repeats = " + std::to_string(repeats));
   bytes = bytes / 16 * 16;
-  // As for the kernels (time_qmv_us): copies whose sum is 4x the L2, launches rotating over them.
-  const int copies = int(std::clamp(std::ceil(240e6 / double(bytes)), 2.0, 64.0));
+  // As for the kernels (time_qmv_us): launches rotating over timing_copies copies.
+  const int copies = timing_copies(bytes);
   std::vector<DeviceBuffer> buffers;
   for (int i = 0; i < copies; ++i) {
     buffers.emplace_back(bytes);

@@ -339,5 +339,25 @@ TEST(CudaQmv, ReportsKernelResources) {
   }
 }
 
+// The timing loops' copy count (cuda::timing_copies): at least three copies, together at least
+// four times the L2, and no more copies than that needs (up to 64). Host arithmetic: no GPU needed.
+TEST(CudaTiming, CopiesKeepEveryLaunchOutOfTheL2) {
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  std::vector<std::size_t> sizes = {1, 16, 1000, 3'750'000, 33'200'000, 59'999'999, 80'000'000, 566'200'000,
+                                    std::size_t(10) << 30};
+  for (int i = 0; i < 200; ++i) sizes.push_back(std::size_t(1) + rng() % (std::size_t(1) << 31));
+  const double l2x4 = 4 * cuda::kTimingL2Bytes;
+  for (std::size_t bytes : sizes) {
+    const int copies = cuda::timing_copies(bytes);
+    SCOPED_TRACE("bytes " + std::to_string(bytes) + " copies " + std::to_string(copies));
+    EXPECT_GE(copies, 3);
+    EXPECT_LE(copies, 64);
+    if (copies < 64) EXPECT_GE(double(copies) * double(bytes), l2x4);
+    if (copies > 3) EXPECT_LT(double(copies - 1) * double(bytes), l2x4);
+  }
+}
+
 }  // namespace
 }  // namespace exactq

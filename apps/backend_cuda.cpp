@@ -8,6 +8,7 @@
 
 #include "cli_common.h"
 #include "exactq/cuda.h"
+#include "exactq/timing.h"
 #include "exactq/mma_layout.h"
 
 namespace exactq::cli {
@@ -40,7 +41,8 @@ class CudaBackend final : public Backend {
   }
 
   double time_us(Kernel kernel, std::int64_t m, int repeats) override {
-    const std::size_t want = std::size_t(cuda::timing_copies(std::size_t(host_->view().weight_bytes())));
+    const QuantizedMatrixView v = host_->view();
+    const std::size_t want = std::size_t(cuda::timing_copies(std::size_t(v.weight_bytes()), v.scales.size() + v.biases.size()));
     std::vector<QuantizedMatrixView> views;
     for (const auto& c : copies_for(kernel, want)) views.push_back(c.view);
     const auto x = bench_activations(m, host_->k, host_->dtype);

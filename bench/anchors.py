@@ -37,10 +37,14 @@ def main() -> int:
     l2_bytes = 60e6
     results = []
 
-    def timing_copies(nbytes):
-        # exactq::cuda::timing_copies: together four times the L2, never fewer than three (with one
-        # copy, a launch found the previous launch's group parameters in L2: session 17).
-        return max(3, min(64, math.ceil(4 * l2_bytes / nbytes)))
+    def timing_copies(nbytes, parameter_bytes):
+        # exactq::cuda::timing_copies: the other copies hold four times the L2, their parameters
+        # twice the L2 (they may be cached with the default policy), at least three copies, at
+        # most 1024 and 16 GB.
+        copies = max(3, math.ceil(4 * l2_bytes / nbytes))
+        if parameter_bytes > 0:
+            copies = max(copies, 1 + math.ceil(2 * l2_bytes / parameter_bytes))
+        return min(copies, 1024, max(3, int(16e9 // nbytes)))
 
     def time_us(fn, copies):
         for i in range(3):
@@ -62,11 +66,11 @@ def main() -> int:
         # cuBLAS bf16: dense weights, 2 bytes each.
         dense_bytes = n * k * 2
         dense_copies = [torch.randn(n, k, device=dev, dtype=torch.bfloat16, generator=gen)
-                        for _ in range(min(8, timing_copies(dense_bytes)))]
+                        for _ in range(timing_copies(dense_bytes, 0))]
         # tinygemm int4 (group 64): packed int4 weights plus bf16 scales and zeros.
         tiny_copies, tiny_error = [], None
         try:
-            for _ in range(min(16, timing_copies(n * k // 2 + n * (k // 64) * 4))):
+            for _ in range(timing_copies(n * k // 2 + n * (k // 64) * 4, n * (k // 64) * 4)):
                 q = torch.randint(0, 16, (n, k), device=dev, dtype=torch.int32, generator=gen)
                 q_u8 = (q[:, ::2] << 4 | q[:, 1::2]).to(torch.uint8)
                 packed = torch.ops.aten._convert_weight_to_int4pack(q_u8, 8)

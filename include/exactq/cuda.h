@@ -3,7 +3,6 @@
 // This header needs no CUDA headers; streams are passed as void* (a cudaStream_t).
 #pragma once
 
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -68,21 +67,8 @@ struct DeviceMatrix {
   static DeviceMatrix upload(const QuantizedMatrix& host);
 };
 
-// How many copies of `bytes` of weights a timing loop rotates through, so that no launch finds any
-// of its bytes in the L2 (60 MB counted): together at least four times the L2, and never fewer
-// than three. One or two are not enough for big matrices: the kernels load the codes
-// evict-first but the group parameters with the default policy, and session 17 measured that
-// with one copy a launch found the previous launch's parameters in L2 wherever they fit (4-bit
-// qmv on Llama's head, 33 MB of parameters: 68.3 us with one copy, 73.8 us with three or five;
-// 28672x8192 with its two copies: 32.8 against 34.6 us). bench/anchors.py follows the same rule.
-inline constexpr double kTimingL2Bytes = 60e6;
-inline int timing_copies(std::size_t bytes) {
-  const double by_size = std::ceil(4 * kTimingL2Bytes / double(bytes > 0 ? bytes : 1));
-  return by_size >= 64 ? 64 : (by_size <= 3 ? 3 : int(by_size));
-}
-
 // Median microseconds of one launch: launches are captured into a CUDA graph that rotates
-// through `weights` (timing_copies of them), replayed after warm-up.
+// through `weights` (exactq/timing.h: timing_copies of them), replayed after warm-up.
 double time_qmv_us(Kernel kernel, std::span<const QuantizedMatrixView> weights, std::span<const std::byte> x,
                    std::int64_t m, std::span<std::byte> y, const QmvOptions& options, int repeats);
 

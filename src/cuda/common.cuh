@@ -258,6 +258,25 @@ __device__ __forceinline__ std::uint32_t load_param_bits(const void* base, std::
   if (t == DType::f32) return static_cast<const std::uint32_t*>(base)[i];
   return static_cast<const unsigned short*>(base)[i];
 }
+// The same with an L2 fetch-size hint (PTX ld.global.L2::128B; FETCH = 0: none): the load brings
+// the 128 bytes around the parameter into L2, where the next rounds' loads of the same row find
+// them (at group 64 a round reads 32 of a row's parameter bytes).
+template <int PARAM, int FETCH>
+__device__ __forceinline__ std::uint32_t load_param_bits_fetch(const void* base, std::int64_t i, DType dtype) {
+  if constexpr (FETCH == 0) {
+    return load_param_bits<PARAM>(base, i, dtype);
+  } else {
+    static_assert(FETCH == 128, "the L2 fetch size used is 128 bytes");
+    const DType t = PARAM == kRuntimeDtype ? dtype : DType(PARAM);
+    std::uint32_t v;
+    if (t == DType::f32) {
+      asm("ld.global.L2::128B.u32 %0, [%1];" : "=r"(v) : "l"(static_cast<const std::uint32_t*>(base) + i));
+    } else {
+      asm("ld.global.L2::128B.u16 %0, [%1];" : "=r"(v) : "l"(static_cast<const unsigned short*>(base) + i));
+    }
+    return v;
+  }
+}
 template <int PARAM>
 __device__ __forceinline__ float param_value(std::uint32_t bits, DType dtype) {
   const DType t = PARAM == kRuntimeDtype ? dtype : DType(PARAM);

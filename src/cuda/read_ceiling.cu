@@ -10,6 +10,7 @@
 #include "cuda/common.cuh"
 #include "cuda/launch.h"
 #include "exactq/cuda.h"
+#include "exactq/timing.h"
 
 namespace exactq::cuda_detail {
 namespace {
@@ -76,7 +77,7 @@ double time_read_us(std::size_t bytes, int repeats, bool overlap_launch) {
   if (repeats < 1) throw std::invalid_argument("[exactq] time_read_us: repeats = " + std::to_string(repeats));
   bytes = bytes / 16 * 16;
   // As for the kernels (time_qmv_us): launches rotating over timing_copies copies.
-  const int copies = timing_copies(bytes);
+  const int copies = timing_copies(bytes, 0);
   std::vector<DeviceBuffer> buffers;
   for (int i = 0; i < copies; ++i) {
     buffers.emplace_back(bytes);

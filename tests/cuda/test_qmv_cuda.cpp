@@ -11,6 +11,7 @@
 
 #include "cuda_test_util.h"
 #include "exactq/cuda.h"
+#include "exactq/timing.h"
 #include "exactq/qmv.h"
 #include "exactq/quantize.h"
 
@@ -339,23 +340,36 @@ TEST(CudaQmv, ReportsKernelResources) {
   }
 }
 
-// The timing loops' copy count (cuda::timing_copies): at least three copies, together at least
-// four times the L2, and no more copies than that needs (up to 64). Host arithmetic: no GPU needed.
+// The timing loops' copy count (cuda::timing_copies): at least three copies; the others together
+// hold four times the L2, and their group parameters twice the L2; no more copies than that needs;
+// at most 1024 and 16 GB. Host arithmetic: no GPU needed.
 TEST(CudaTiming, CopiesKeepEveryLaunchOutOfTheL2) {
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  std::vector<std::size_t> sizes = {1, 16, 1000, 3'750'000, 33'200'000, 59'999'999, 80'000'000, 566'200'000,
-                                    std::size_t(10) << 30};
-  for (int i = 0; i < 200; ++i) sizes.push_back(std::size_t(1) + rng() % (std::size_t(1) << 31));
-  const double l2x4 = 4 * cuda::kTimingL2Bytes;
-  for (std::size_t bytes : sizes) {
-    const int copies = cuda::timing_copies(bytes);
-    SCOPED_TRACE("bytes " + std::to_string(bytes) + " copies " + std::to_string(copies));
+  struct Case {
+    std::size_t bytes, parameter_bytes;
+  };
+  std::vector<Case> cases = {{1, 0}, {16, 0}, {4'423'680, 491'520}, {33'177'600, 3'686'400}, {132'120'576, 14'680'064},
+                             {295'501'824, 32'833'536}, {566'231'040, 62'914'560}, {std::size_t(10) << 30, 0}};
+  for (int i = 0; i < 300; ++i) {
+    const std::size_t bytes = 1 + rng() % (std::size_t(1) << 32);
+    cases.push_back({bytes, i % 3 == 0 ? 0 : rng() % (bytes / 8 + 1)});
+  }
+  const double l2 = cuda::kTimingL2Bytes;
+  auto enough = [&](const Case& c, double copies) {
+    return copies * double(c.bytes) >= 4 * l2 && (c.parameter_bytes == 0 || (copies - 1) * double(c.parameter_bytes) >= 2 * l2);
+  };
+  for (const Case& c : cases) {
+    const int copies = cuda::timing_copies(c.bytes, c.parameter_bytes);
+    SCOPED_TRACE("bytes " + std::to_string(c.bytes) + " parameters " + std::to_string(c.parameter_bytes) + " copies " +
+                 std::to_string(copies));
     EXPECT_GE(copies, 3);
-    EXPECT_LE(copies, 64);
-    if (copies < 64) EXPECT_GE(double(copies) * double(bytes), l2x4);
-    if (copies > 3) EXPECT_LT(double(copies - 1) * double(bytes), l2x4);
+    EXPECT_LE(copies, 1024);
+    const bool capped = copies == 1024 || double(copies + 1) * double(c.bytes) > cuda::kTimingMaxBytes;
+    if (copies > 3) EXPECT_LE(double(copies) * double(c.bytes), cuda::kTimingMaxBytes);
+    if (!capped) EXPECT_TRUE(enough(c, copies));
+    if (copies > 3 && !capped) EXPECT_FALSE(enough(c, copies - 1));
   }
 }
 

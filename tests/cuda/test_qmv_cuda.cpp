@@ -367,9 +367,15 @@ TEST(CudaTiming, CopiesKeepEveryLaunchOutOfTheL2) {
     EXPECT_GE(copies, 3);
     EXPECT_LE(copies, 1024);
     const bool capped = copies == 1024 || double(copies + 1) * double(c.bytes) > cuda::kTimingMaxBytes;
-    if (copies > 3) EXPECT_LE(double(copies) * double(c.bytes), cuda::kTimingMaxBytes);
-    if (!capped) EXPECT_TRUE(enough(c, copies));
-    if (copies > 3 && !capped) EXPECT_FALSE(enough(c, copies - 1));
+    if (copies > 3) {
+      EXPECT_LE(double(copies) * double(c.bytes), cuda::kTimingMaxBytes);
+    }
+    if (!capped) {
+      EXPECT_TRUE(enough(c, copies));
+    }
+    if (copies > 3 && !capped) {
+      EXPECT_FALSE(enough(c, copies - 1));
+    }
   }
 }
 

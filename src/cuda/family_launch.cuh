@@ -64,16 +64,19 @@ void launch_family(const QuantizedMatrixView& w, const void* x, std::int64_t vec
   // warps, they spread over every SM (some warps of each block only stage) instead of filling
   // whole blocks on a subset of the SMs (measured: qwen.down 26.0 -> 22.9 us).
   const unsigned grid_x = unsigned(tasks < resident ? tasks : resident);
-  // qmv at 4 bits with many trips per warp: requesting each row's bytes into L2 two rounds
-  // beyond the register prefetch measured within the run-to-run spread with 262144 rows (31
-  // trips: -1.6 to +2.7 %), 4-6 % slower with 128256 (15 trips) and 10-15 % slower on 28672x8192
-  // (3.4), at K = 3840 and 4096 alike (session 14 calls 1-5).
+  // qmv at 4 bits with many trips per warp: each row's bytes one round beyond the register
+  // prefetch are requested into L2. Session 17 call 14 (the honest weight copies, two passes):
+  // Gemma's head (31 trips) 142.5 -> 140.3 us, Llama's head (15.2) 74.8 -> 74.1; with fewer trips
+  // it costs: 28672x8192 (3.4) 35.9 -> 37.0, the 33-50 MB shapes (about 2) 1-3 %. Two rounds were
+  // slower than one everywhere. (Session 14 had set 24 trips and two rounds with copies that let
+  // Llama's head and 28672x8192 find their group parameters in L2.) Between 3.4 and 15 trips the
+  // threshold is not measured.
   // -D knobs for measuring: the trips from which it is on, how far ahead.
 #ifndef EXACTQ_QMV_PREFETCH_MIN_TRIPS
-#define EXACTQ_QMV_PREFETCH_MIN_TRIPS 24
+#define EXACTQ_QMV_PREFETCH_MIN_TRIPS 8
 #endif
 #ifndef EXACTQ_QMV_PREFETCH_ROUNDS
-#define EXACTQ_QMV_PREFETCH_ROUNDS 2
+#define EXACTQ_QMV_PREFETCH_ROUNDS 1
 #endif
   // QmvOptions may set the distance for every shape (tuning; 2 and 4 bits, where it is compiled in).
   constexpr std::int64_t kPrefetchMinTrips = EXACTQ_QMV_PREFETCH_MIN_TRIPS;

@@ -1,15 +1,13 @@
-// The CLI's CUDA backend: weights uploaded once; for timing, enough device copies of them that
-// cycling through the copies keeps every launch's weights out of the 60 MB L2.
-#include <algorithm>
-#include <cmath>
+// The CLI's CUDA backend: weights uploaded once; for timing, enough device copies of them
+// (cuda::timing_copies) that cycling through them keeps every launch's weights out of the L2.
 #include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "cli_common.h"
 #include "exactq/cuda.h"
-#include "exactq/timing.h"
 #include "exactq/mma_layout.h"
+#include "exactq/timing.h"
 
 namespace exactq::cli {
 

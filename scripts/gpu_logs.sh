@@ -13,3 +13,19 @@ export PATH=/usr/local/cuda/bin:$PATH
 exes=("$bin/exactq")
 for e in "$bin"/exactq-*; do [[ -x $e ]] && exes+=("$e"); done
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
+
+# A same-call A/B: qmv at M = 1 (4-bit g64 bf16, 20 timed launches) on SHAPES, PASSES times over
+# the given binaries in turn; logs and JSON as $out/qmv_NAME_PASS.*, one summary line (shape, us,
+# % of the ceiling) per binary and pass. Usage: ab_qmv_m1 PASSES SHAPES EXE...
+ab_qmv_m1() {
+  local passes=$1 shapes=$2 pass exe name
+  shift 2
+  for ((pass = 1; pass <= passes; pass++)); do
+    for exe in "$@"; do
+      name=$(basename "$exe")
+      "$exe" bench --backend cuda --shapes "$shapes" --m 1 --kernels qmv --bits 4 --group 64 --dtype bf16 --repeats 20 \
+        --json "$out/qmv_${name}_$pass.json" >"$out/qmv_${name}_$pass.log" 2>&1
+      printf '%-16s %s: %s\n' "$name" "$pass" "$(awk '$4=="qmv" {printf "%s %s %s; ", $1, $6, $8}' "$out/qmv_${name}_$pass.log")"
+    done
+  done
+}

@@ -16,15 +16,7 @@ done
 "$bin/exactq" parity --backend cuda --against cpu --kernels qmv --n 16896 --k 3840 --bits 4 --group 64 --dtype bf16 \
   --m-max 2 --seeds 2 --overlap-launch --qmv-l2-prefetch-rounds 3 >>"$out/parity.log" 2>&1 || { fails=$((fails + 1)); echo "parity overlap: fail"; }
 echo "parity: $fails failures; $(grep -c PASS "$out/parity.log") PASS lines"
-shapes=28672x8192,262144x3840,128256x4096,262144x4096,15360x3840,14336x4096
-for pass in 1 2 3; do
-  for exe in "${exes[@]}"; do
-    name=$(basename "$exe")
-    "$exe" bench --backend cuda --shapes $shapes --m 1 --kernels qmv --bits 4 --group 64 --dtype bf16 --repeats 20 \
-      --json "$out/qmv_${name}_$pass.json" >"$out/qmv_${name}_$pass.log" 2>&1
-    printf '%-16s %s: %s\n' "$name" "$pass" "$(awk '$4=="qmv" {printf "%s %s %s; ", $1, $6, $8}' "$out/qmv_${name}_$pass.log")"
-  done
-done
+ab_qmv_m1 3 28672x8192,262144x3840,128256x4096,262144x4096,15360x3840,14336x4096 "${exes[@]}"
 for pass in 1; do
   for exe in "${exes[@]}"; do
     name=$(basename "$exe")

@@ -12,12 +12,4 @@ for exe in "${exes[@]:1}"; do
   echo "parity $name: exit $? $(grep -c PASS "$out/parity_$name.log") PASS"
 done
 cuobjdump -sass "$bin/exactq-p128" 2>/dev/null | grep -oE "LDG[A-Z0-9_.]*" | sort | uniq -c | head -20
-shapes=28672x8192,262144x3840,128256x4096,98304x4096,131072x4096,262144x4096,15360x3840,14336x4096,17408x5120
-for pass in 1 2; do
-  for exe in "${exes[@]:1}"; do
-    name=$(basename "$exe")
-    "$exe" bench --backend cuda --shapes $shapes --m 1 --kernels qmv --bits 4 --group 64 --dtype bf16 --repeats 20 \
-      --json "$out/qmv_${name}_$pass.json" >"$out/qmv_${name}_$pass.log" 2>&1
-    printf '%-14s %s: %s\n' "$name" "$pass" "$(awk '$4=="qmv" {printf "%s %s %s; ", $1, $6, $8}' "$out/qmv_${name}_$pass.log")"
-  done
-done
+ab_qmv_m1 2 28672x8192,262144x3840,128256x4096,98304x4096,131072x4096,262144x4096,15360x3840,14336x4096,17408x5120 "${exes[@]:1}"

@@ -13,12 +13,4 @@ for exe in "${exes[@]:1}"; do
     --m-max 2 --seeds 1 --qmv-split-last-trip 0 >>"$out/parity_$name.log" 2>&1
   echo "parity $name K=8192: exit $?"
 done
-shapes=262144x3840,128256x4096,28672x8192,15360x3840,14336x4096,17408x5120
-for pass in 1 2 3; do
-  for exe in "${exes[@]}"; do
-    name=$(basename "$exe")
-    "$exe" bench --backend cuda --shapes $shapes --m 1 --kernels qmv --bits 4 --group 64 --dtype bf16 --repeats 20 \
-      --json "$out/qmv_${name}_$pass.json" >"$out/qmv_${name}_$pass.log" 2>&1
-    printf '%-14s %s: %s\n' "$name" "$pass" "$(awk '$4=="qmv" {printf "%s %s %s; ", $1, $6, $8}' "$out/qmv_${name}_$pass.log")"
-  done
-done
+ab_qmv_m1 3 262144x3840,128256x4096,28672x8192,15360x3840,14336x4096,17408x5120 "${exes[@]}"

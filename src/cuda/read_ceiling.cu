@@ -2,7 +2,6 @@
 // flight per thread, folded with integer xor so no floating-point rate limits it. What this
 // kernel reaches is what a memory-bound mat-vec can hope for on this device now.
 #include <algorithm>
-#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <vector>

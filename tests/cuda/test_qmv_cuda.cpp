@@ -11,9 +11,9 @@
 
 #include "cuda_test_util.h"
 #include "exactq/cuda.h"
-#include "exactq/timing.h"
 #include "exactq/qmv.h"
 #include "exactq/quantize.h"
+#include "exactq/timing.h"
 
 namespace exactq {
 namespace {

@@ -25,7 +25,7 @@ inline int family_tile(std::int64_t k, int vectors) {
 
 template <int BITS, int V, int ROWS, int PARAM>
 int family_blocks_per_sm(std::size_t smem) {
-  return resident_blocks<qmv_family_kernel<BITS, V, ROWS, PARAM>>(kThreads, smem, 100 * 1024);
+  return resident_blocks<qmv_family_kernel<BITS, V, ROWS, PARAM>>(kFamilyWarps<V> * 32, smem, 100 * 1024);
 }
 
 // Launches `tiles` tiles of V vectors starting at vector_offset.
@@ -53,7 +53,7 @@ void launch_family(const QuantizedMatrixView& w, const void* x, std::int64_t vec
       if (w.k > p.tile_values || family_rounds(w.k) < s) continue;
       const std::size_t with_park = family_shared_bytes<BITS>(1, p.tile_values) + split_park_bytes(s, ROWS, w.k);
       const std::int64_t resident = std::int64_t(family_blocks_per_sm<BITS, V, ROWS, PARAM>(with_park)) * sm_count();
-      const std::int64_t slots = (tasks < resident ? tasks : resident) * kWarps;  // the kernel's grid, as below
+      const std::int64_t slots = (tasks < resident ? tasks : resident) * kFamilyWarps<V>;  // the kernel's grid, as below
       const std::int64_t last_trip = tasks % slots;
       if (tasks * s <= slots || (split_last_trip && last_trip > 0 && last_trip * s <= slots)) p.split = s;
     }
@@ -83,14 +83,14 @@ void launch_family(const QuantizedMatrixView& w, const void* x, std::int64_t vec
   if constexpr (V == 1 && (BITS == 2 || BITS == 4)) {
     if (options.qmv_l2_prefetch_rounds >= 0)
       p.l2_prefetch_rounds = options.qmv_l2_prefetch_rounds;
-    else if (BITS == 4 && tasks >= kPrefetchMinTrips * std::int64_t(grid_x) * kWarps)
+    else if (BITS == 4 && tasks >= kPrefetchMinTrips * std::int64_t(grid_x) * kFamilyWarps<V>)
       p.l2_prefetch_rounds = EXACTQ_QMV_PREFETCH_ROUNDS;
   }
   constexpr std::int64_t kMaxGridY = 65535;
   for (std::int64_t t0 = 0; t0 < tiles; t0 += kMaxGridY) {
     const std::int64_t count = tiles - t0 < kMaxGridY ? tiles - t0 : kMaxGridY;
     p.vector_offset = vector_offset + t0 * V;
-    launch_overlapping(qmv_family_kernel<BITS, V, ROWS, PARAM>, dim3(grid_x, unsigned(count)), kThreads, smem,
+    launch_overlapping(qmv_family_kernel<BITS, V, ROWS, PARAM>, dim3(grid_x, unsigned(count)), kFamilyWarps<V> * 32, smem,
                        options.overlap_launch, stream, p);
   }
 }

@@ -70,13 +70,22 @@ std::size_t family_shared_bytes(int vectors, int tile_values) {
 // Rounds of a row: a chunk per lane per round.
 EXACTQ_HD int family_rounds(std::int64_t k) { return int((k / kChunkValues + 31) / 32); }
 
+// Warps per block. A -D knob for qmv (V = 1), not yet measured (session 18, whose device calls
+// after the second were refused): with 16, one block per SM stages x once instead of twice, and
+// x's staging costs 2 of 14 us on 3840x15360 (session 18 call 2). scripts/gpu_session18c.sh.
+#ifndef EXACTQ_QMV_WARPS
+#define EXACTQ_QMV_WARPS 8
+#endif
+template <int V>
+inline constexpr int kFamilyWarps = V == 1 ? EXACTQ_QMV_WARPS : kWarps;
+
 // With a K split, the parked chunk values of one block: per task, every round after the first
 // part's, ROWS floats per lane.
 inline std::size_t split_park_bytes(int split, int rows, std::int64_t k) {
   if (split <= 1) return 0;
   const std::int64_t rounds = family_rounds(k);
   const std::int64_t first_part = (rounds + split - 1) / split;
-  return std::size_t(kWarps / split) * std::size_t(rounds - first_part) * rows * 32 * 4;
+  return std::size_t(kFamilyWarps<1> / split) * std::size_t(rounds - first_part) * rows * 32 * 4;
 }
 
 // A thread per (vector, chunk), as order::exact_chunk: its 32 values, E, X, S and u, then the
@@ -247,7 +256,8 @@ __device__ __forceinline__ void chunk_step(const std::uint32_t (&w)[ROWS][BITS],
 #define EXACTQ_QMV_TWO_ROW_BLOCKS 2
 #endif
 template <int V, int ROWS>
-inline constexpr int kFamilyMinBlocks = V >= 6 ? 1 : (V == 1 && ROWS <= 2 ? EXACTQ_QMV_TWO_ROW_BLOCKS : 2);
+inline constexpr int kFamilyMinBlocks =
+    V >= 6 ? 1 : (V == 1 ? ((ROWS <= 2 ? EXACTQ_QMV_TWO_ROW_BLOCKS : 2) * kWarps + EXACTQ_QMV_WARPS - 1) / EXACTQ_QMV_WARPS : 2);
 
 // A -D knob for A/Bs (session 14 §2): 0 compiles the L2 prefetch out of every kernel, and with
 // it the branch that keeps ptxas from sinking the 4-bit loads (see `prefetch` below).
@@ -319,8 +329,16 @@ inline constexpr int kScatterShift = COUNT == 2 ? 4 : COUNT == 4 ? 3 : COUNT == 
 template <int V>
 inline constexpr int kParamFetch = V == 1 ? EXACTQ_QMV_PARAM_FETCH : 0;
 
+// A -D knob, not yet measured (session 18; scripts/gpu_session18c.sh): a tile's first two
+// rounds in flight while x is staged, not one. Memory traffic only. Session 11 measured it 8 %
+// slower in a prototype at K = 3840; the staging it would hide is longest at large K.
+#ifndef EXACTQ_QMV_STAGE_TWO_ROUNDS
+#define EXACTQ_QMV_STAGE_TWO_ROUNDS 0
+#endif
+inline constexpr bool kStageTwoRounds = EXACTQ_QMV_STAGE_TWO_ROUNDS != 0;
+
 template <int BITS, int V, int ROWS, int PARAM>
-__global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
+__global__ void __launch_bounds__(kFamilyWarps<V> * 32, kFamilyMinBlocks<V, ROWS>)
     qmv_family_kernel(const QmvParams p) {
   extern __shared__ uint4 shared_raw[];
   const int tile_chunks = p.tile_values / kChunkValues, vector_stride = tile_chunks * kPieces<BITS>;
@@ -347,7 +365,7 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
   // chunk's folded value in shared memory, and part 0 then adds those in increasing round, so
   // every lane's chain, and so every bit, is unchanged.
   const std::int64_t tasks = (p.n + ROWS - 1) / ROWS;
-  const std::int64_t slots = std::int64_t(gridDim.x) * kWarps;  // tasks per unsplit trip
+  const std::int64_t slots = std::int64_t(gridDim.x) * kFamilyWarps<V>;  // tasks per unsplit trip
   const int last_split = V == 1 ? p.split : 1;
   const std::int64_t whole_trips = last_split > 1 ? tasks / slots : (tasks + slots - 1) / slots;
   const std::int64_t trips = whole_trips + (tasks > whole_trips * slots ? 1 : 0);
@@ -429,6 +447,10 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
       const int c_end = chunks < 32 * part_rounds * (part + 1) ? chunks : 32 * part_rounds * (part + 1);
       int c = active ? lane + 32 * part_rounds * part : c_end;
       if (c < c_end && !(kCarry && carried)) load(c, wa, sa, ba);  // in flight while the tile is staged
+      // EXACTQ_QMV_STAGE_TWO_ROUNDS: the second round in flight too while x is staged.
+      bool second_loaded = false;
+      if constexpr (kStageTwoRounds)
+        if ((tiles > 1 || trip == 0) && c + 32 < c_end) load(c + 32, wb, sb, bb), second_loaded = true;
       if (tiles > 1 || trip == 0) {
         if (trip == 0 && tile == 0) wait_for_previous_grid();  // x may be the previous kernel's output
         __syncthreads();  // everyone is done with the previous tile
@@ -469,7 +491,8 @@ __global__ void __launch_bounds__(kThreads, kFamilyMinBlocks<V, ROWS>)
         }
       };
       while (c < c_end) {
-        if (c + 32 < c_end) load(c + 32, wb, sb, bb);
+        if (c + 32 < c_end && !second_loaded) load(c + 32, wb, sb, bb);
+        second_loaded = false;
         prefetch(c);
         step(wa, sa, ba, c);
         c += 32;

@@ -4,7 +4,9 @@
 # objects (GENCODE=sm_90a scripts/build_for_gpu.sh first): a variant takes a minute or two instead
 # of six. The compile and link commands are build-dev's own (ninja -t commands), so the flags are
 # CMake's. Writes .out/bin/exactq-NAME.xz (as scripts/build_variant.sh) and the ptxas report.
-# Usage: [TUS="qmv qmv_mma_fragments"] scripts/build_qmv_variant.sh NAME "-DKNOB=VALUE ..."
+# With TESTS=1 it also links the CUDA tests against the variant, as .out/bin/exactq_cuda_tests-NAME.xz
+# (for compute-sanitizer on the variant's kernels).
+# Usage: [TUS="qmv qmv_mma_fragments"] [TESTS=1] scripts/build_qmv_variant.sh NAME "-DKNOB=VALUE ..."
 set -euo pipefail
 cd "$(dirname "$0")/.."
 name=$1
@@ -39,3 +41,13 @@ cp "$dir/exactq" ".out/bin/exactq-$name"
 strip ".out/bin/exactq-$name"
 xz -T0 -6 -f ".out/bin/exactq-$name"
 ls -la ".out/bin/exactq-$name.xz"
+if [[ ${TESTS:-0} == 1 ]]; then
+  link=$(ninja -C "$dev" -t commands exactq_cuda_tests | grep -E -- " -o tests/exactq_cuda_tests ")
+  link=${link/ -o tests\/exactq_cuda_tests / -o $dir/exactq_cuda_tests }
+  link=${link/src\/cuda\/libexactq_cuda.a/$dir/libexactq_cuda.a}
+  (cd "$dev" && eval "$link")
+  cp "$dir/exactq_cuda_tests" ".out/bin/exactq_cuda_tests-$name"
+  strip ".out/bin/exactq_cuda_tests-$name"
+  xz -T0 -6 -f ".out/bin/exactq_cuda_tests-$name"
+  ls -la ".out/bin/exactq_cuda_tests-$name.xz"
+fi

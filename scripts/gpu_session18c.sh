@@ -2,7 +2,8 @@
 # Session 18, call 3: x's staging costs 2 us of 14 on 3840x15360 (call 2). exactq-w16: qmv's blocks
 # of 16 warps, one per SM, so x is staged once per SM instead of twice; -s2: two rounds in flight
 # while x is staged; -w16s2: both. Bytes first (split trips, several trips, K in two tiles).
-# Prepared in session 18 and not run there (the device was not lent again). Build here first:
+# Prepared in session 18 and not run there (the device was not lent again); the 16-warp tests and
+# sanitizers are scripts/gpu_session18d.sh, a call of its own. Build here first:
 #   TESTS=1 scripts/build_qmv_variant.sh w16 "-DEXACTQ_QMV_WARPS=16"
 #   scripts/build_qmv_variant.sh s2 "-DEXACTQ_QMV_STAGE_TWO_ROUNDS=1"
 #   scripts/build_qmv_variant.sh w16s2 "-DEXACTQ_QMV_WARPS=16 -DEXACTQ_QMV_STAGE_TWO_ROUNDS=1"
@@ -28,15 +29,3 @@ for exe in "${exes[@]}"; do
   printf '%-16s ovl: %s\n' "$name" "$(awk '$4=="qmv" {printf "%s %s %s; ", $1, $6, $8}' "$out/ovl_$name.log")"
 done
 grep -h "ceiling" "$out"/qmv_exactq_1.log | head -3
-echo "== the 16-warp variant's CUDA tests, memcheck and racecheck (the kernels that would land)"
-f='CudaQmv.EqualsCpuMirrorForEveryFormat:CudaQmv.EqualsCpuMirrorOverSeveralTrips:CudaQmv.OverlappedChainedLaunchesEqualCpuMirror'
-for t in "$bin"/exactq_cuda_tests-w16; do  # last: a call stops at 600 s
-  [[ -x $t ]] || continue
-  name=$(basename "$t")
-  timeout 120 "$t" >"$out/$name.log" 2>&1; echo "$name: rc $? $(grep -E 'PASSED|FAILED' "$out/$name.log" | tail -1)"
-  timeout 170 compute-sanitizer --tool memcheck --error-exitcode 9 "$t" --gtest_filter="$f" >"$out/$name-memcheck.log" 2>&1
-  echo "$name memcheck: rc $? $(grep -E 'ERROR SUMMARY' "$out/$name-memcheck.log" | tail -1)"
-  timeout 120 compute-sanitizer --tool racecheck --error-exitcode 9 "$t" --gtest_filter="CudaQmv.EqualsCpuMirrorForEveryFormat" \
-    >"$out/$name-racecheck.log" 2>&1
-  echo "$name racecheck: rc $? $(grep -E 'RACECHECK SUMMARY' "$out/$name-racecheck.log" | tail -1)"
-done

@@ -29,3 +29,16 @@ ab_qmv_m1() {
     done
   done
 }
+
+# The same with overlapped launches (--overlap-launch), one pass: $out/ovl_NAME.*, one summary line
+# per binary. Usage: ovl_qmv_m1 SHAPES EXE...
+ovl_qmv_m1() {
+  local shapes=$1 exe name
+  shift
+  for exe in "$@"; do
+    name=$(basename "$exe")
+    "$exe" bench --backend cuda --shapes "$shapes" --m 1 --kernels qmv --bits 4 --group 64 --dtype bf16 --repeats 20 \
+      --overlap-launch --json "$out/ovl_$name.json" >"$out/ovl_$name.log" 2>&1
+    printf '%-16s ovl: %s\n' "$name" "$(awk '$4=="qmv" {printf "%s %s %s; ", $1, $6, $8}' "$out/ovl_$name.log")"
+  done
+}

@@ -256,8 +256,8 @@ __device__ __forceinline__ void chunk_step(const std::uint32_t (&w)[ROWS][BITS],
 #define EXACTQ_QMV_TWO_ROW_BLOCKS 2
 #endif
 template <int V, int ROWS>
-inline constexpr int kFamilyMinBlocks =
-    V >= 6 ? 1 : (V == 1 ? ((ROWS <= 2 ? EXACTQ_QMV_TWO_ROW_BLOCKS : 2) * kWarps + EXACTQ_QMV_WARPS - 1) / EXACTQ_QMV_WARPS : 2);
+inline constexpr int kFamilyMinBlocks =  // counted for 8-warp blocks, then scaled to kFamilyWarps
+    V >= 6 ? 1 : ((V == 1 && ROWS <= 2 ? EXACTQ_QMV_TWO_ROW_BLOCKS : 2) * kWarps + kFamilyWarps<V> - 1) / kFamilyWarps<V>;
 
 // A -D knob for A/Bs (session 14 §2): 0 compiles the L2 prefetch out of every kernel, and with
 // it the branch that keeps ptxas from sinking the 4-bit loads (see `prefetch` below).

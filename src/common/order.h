@@ -155,6 +155,72 @@ EXACTQ_HD ChunkFacts exact_chunk(const float* x, std::int32_t* integers) {
   return {chunk_value(exact_float(total), u), u};
 }
 
+// ---- exact_chunk's X, S and u in fewer operations (x's staging on the GPU) -------------------
+// tests/cpu (StagedChunkEqualsExactChunk) checks these pieces against exact_chunk bit for bit.
+// - E from the largest 16-bit pattern, two values per operation (max_abs_halves_*): bf16 and f16
+//   order magnitudes as their patterns do, infinity and NaN above every finite value, and
+//   widening is monotone, so the widened largest pattern has chunk_max_abs_bits's exponent field.
+// - X_i by one fma (staged_integer_bits): fma(x, 2^t, 1.5 * 2^23) rounds x * 2^t + 1.5 * 2^23
+//   once, which is round_to_integer(exact_scaled(x, E)) wherever x * 2^t is representable;
+//   where it is not, |x * 2^t| < 2^-126 and both give the offset itself (X = 0). The pattern is
+//   kept, offset included: X is the pattern minus kRoundingOffsetBits (mod 2^32).
+// - A chunk with E < 21 (t > 127, every |x| below 2^-106) multiplies its values by 2^127 first,
+//   exactly (the product is below 2^21), and uses 2^(t - 127); a non-finite chunk takes its
+//   values as 0 (X = 0). Both are "rare", a branch per chunk, not a select per value.
+// - The digits: exact_digit_bytes(X) = (X + 0x8080) ^ 0x8080, i.e. the pattern plus
+//   kStagedDigitBias, the xor applied once per word of four packed digit-0 or digit-1 bytes.
+// - sum X: the patterns' sum minus count * kRoundingOffsetBits, in wrapping 32-bit arithmetic
+//   (|sum X| <= 2^27, so the wrapped result is the sum).
+inline constexpr std::uint32_t kRoundingOffsetBits = 0x4b400000u;  // the pattern of kRoundingOffset
+inline constexpr std::uint32_t kStagedDigitBias = 0x8080u - kRoundingOffsetBits;  // mod 2^32
+inline constexpr std::uint32_t kStagedDigitFlip = 0x80808080u;
+struct StagingScale {
+  float factor;  // 2^t, or 2^(t - 127) for a rare chunk with E < 21
+  bool rare;     // E < 21 or non-finite
+  bool non_finite;
+};
+EXACTQ_HD StagingScale staging_scale(int e) {
+  const int t = kExactScale - e;  // >= -106: E <= 254 for a finite chunk
+  if (e >= kExactNonFinite) return {1.0f, true, true};
+  if (t > 127) return {pow2(t - 127), true, false};
+  return {pow2(t), false, false};
+}
+template <bool RARE>
+EXACTQ_HD std::uint32_t staged_integer_bits(float x, StagingScale s) {
+  if constexpr (RARE) x = s.non_finite ? 0.0f : mul(x, pow2(127));
+  return bits_from_float(fma(x, s.factor, kRoundingOffset));
+}
+EXACTQ_HD std::int32_t staged_integer(std::uint32_t bits) { return std::int32_t(bits - kRoundingOffsetBits); }
+EXACTQ_HD std::int32_t staged_sum(std::uint32_t bits_sum, int count) {
+  return std::int32_t(bits_sum - std::uint32_t(count) * kRoundingOffsetBits);
+}
+// Two 16-bit |x| patterns per word, the larger of each half so far; start from 0, end with _end.
+EXACTQ_HD std::uint32_t max_abs_halves_step(std::uint32_t m, std::uint32_t word) {
+  const std::uint32_t a = word & 0x7fff7fffu;
+#if defined(__CUDA_ARCH__)
+  return __vmaxu2(m, a);
+#else
+  const std::uint32_t low = (m & 0xffffu) > (a & 0xffffu) ? (m & 0xffffu) : (a & 0xffffu);
+  const std::uint32_t high = (m >> 16) > (a >> 16) ? (m >> 16) : (a >> 16);
+  return low | (high << 16);
+#endif
+}
+EXACTQ_HD std::uint32_t max_abs_halves_end(std::uint32_t m) {
+  return (m & 0xffffu) > (m >> 16) ? (m & 0xffffu) : (m >> 16);
+}
+// The staged form of one chunk given E, as the GPU computes it value by value (the test's subject).
+EXACTQ_HD ChunkFacts staged_chunk(const float* x, int e, std::int32_t* integers) {
+  const StagingScale s = staging_scale(e);
+  std::uint32_t bits_sum = 0;
+  for (int i = 0; i < kChunkValues; ++i) {
+    const std::uint32_t bits = s.rare ? staged_integer_bits<true>(x[i], s) : staged_integer_bits<false>(x[i], s);
+    integers[i] = staged_integer(bits);
+    bits_sum += bits;
+  }
+  const float u = exact_unscale(e);
+  return {chunk_value(exact_float(staged_sum(bits_sum, kChunkValues)), u), u};
+}
+
 EXACTQ_HD float chunk_fold(float scale, float bias, float code_dot, float x_sum) {
   return fma(scale, code_dot, mul(bias, x_sum));
 }

@@ -149,6 +149,110 @@ __device__ __forceinline__ void stage_integers(uint4* pieces, float2* facts, int
   }
 }
 
+// A -D knob, not yet measured (session 19, whose device was not lent): x staged by
+// stage_integers_fast. The same X, S and u as stage_integers (order::staged_*, checked against
+// order::exact_chunk by tests/cpu StagedChunkEqualsExactChunk), in fewer instructions and
+// registers, which is what x's staging costs (session 18: 2 of 14 us on 3840x15360, issue-bound).
+#ifndef EXACTQ_QMV_FAST_STAGING
+#define EXACTQ_QMV_FAST_STAGING 0
+#endif
+
+// One chunk's pieces from its values (value(i), i = 0..31) and E, with order::staged_*: one fma
+// per X, the digits' 0x8080 xor once per packed word. A dp4a slot's four values are made when the
+// slot is packed, and each 16-byte piece is stored when its four words are, so a thread holds its
+// chunk's raw words and one piece, not two 32-entry arrays. Returns the patterns' sum.
+template <int BITS, bool RARE, typename Value>
+__device__ __forceinline__ std::uint32_t stage_chunk_fast(order::StagingScale s, Value&& value, uint4* out, int c) {
+  std::uint32_t bits_sum = 0;
+  if constexpr (kByteDot<BITS>) {
+    std::uint32_t words[3 * kSlots];
+#pragma unroll
+    for (int slot = 0; slot < kSlots; ++slot) {
+      std::uint32_t d[4];
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        const std::uint32_t bits = order::staged_integer_bits<RARE>(value(slot_value<BITS>(slot, b)), s);
+        bits_sum += bits;
+        d[b] = bits + order::kStagedDigitBias;
+      }
+      const std::uint32_t low01 = __byte_perm(d[0], d[1], 0x5140), low23 = __byte_perm(d[2], d[3], 0x5140);
+      const std::uint32_t high01 = __byte_perm(d[0], d[1], 0x7362), high23 = __byte_perm(d[2], d[3], 0x7362);
+      words[3 * slot] = __byte_perm(low01, low23, 0x5410) ^ order::kStagedDigitFlip;      // digit 0
+      words[3 * slot + 1] = __byte_perm(low01, low23, 0x7632) ^ order::kStagedDigitFlip;  // digit 1
+      words[3 * slot + 2] = __byte_perm(high01, high23, 0x5410);                          // digit 2
+#pragma unroll
+      for (int j = 0; j < kPieces<BITS>; ++j)
+        if (4 * j + 3 >= 3 * slot && 4 * j + 3 <= 3 * slot + 2)  // piece j's last word was just made
+          out[piece_index<BITS>(c, j)] = make_uint4(words[4 * j], words[4 * j + 1], words[4 * j + 2], words[4 * j + 3]);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < kPieces<BITS>; ++j) {
+      std::uint32_t bits[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) bits[i] = order::staged_integer_bits<RARE>(value(4 * j + i), s), bits_sum += bits[i];
+      out[piece_index<BITS>(c, j)] =
+          make_uint4(std::uint32_t(order::staged_integer(bits[0])), std::uint32_t(order::staged_integer(bits[1])),
+                     std::uint32_t(order::staged_integer(bits[2])), std::uint32_t(order::staged_integer(bits[3])));
+    }
+  }
+  return bits_sum;
+}
+
+// stage_integers with stage_chunk_fast: E of 16-bit activations from their patterns, two at a time;
+// the activation dtype from PARAM where it is a template argument; the rare chunks (E < 21 or
+// non-finite) a branch per chunk.
+template <int BITS, int V, int PARAM>
+__device__ __forceinline__ void stage_integers_fast(uint4* pieces, float2* facts, int tile_values, const QmvParams& p,
+                                                    std::int64_t v0, std::int64_t first, int count) {
+  const DType dtype = PARAM == kRuntimeDtype ? p.dtype : DType(PARAM);
+  const int chunks = count / kChunkValues;
+  const int tile_chunks = tile_values / kChunkValues;
+  for (int t = threadIdx.x; t < V * chunks; t += blockDim.x) {
+    const int v = t / chunks, c = t - v * chunks;
+    const std::size_t at = std::size_t((v0 + v) * p.k + first) + std::size_t(c) * kChunkValues;
+    uint4* out = pieces + v * tile_chunks * kPieces<BITS>;
+    int e;
+    std::uint32_t bits_sum;
+    if (dtype == DType::f32) {
+      const float4* src = reinterpret_cast<const float4*>(static_cast<const float*>(p.x) + at);
+      float x[kChunkValues];
+#pragma unroll
+      for (int j = 0; j < kChunkValues / 4; ++j) {
+        const float4 f = src[j];
+        x[4 * j] = f.x, x[4 * j + 1] = f.y, x[4 * j + 2] = f.z, x[4 * j + 3] = f.w;
+      }
+      e = order::exact_exponent(order::chunk_max_abs_bits(x));
+      const order::StagingScale s = order::staging_scale(e);
+      auto value = [&](int i) { return x[i]; };
+      bits_sum = s.rare ? stage_chunk_fast<BITS, true>(s, value, out, c) : stage_chunk_fast<BITS, false>(s, value, out, c);
+    } else {
+      const uint4* src = reinterpret_cast<const uint4*>(static_cast<const std::uint16_t*>(p.x) + at);
+      std::uint32_t raw[kChunkValues / 2];
+      std::uint32_t halves_max = 0;
+#pragma unroll
+      for (int j = 0; j < kChunkValues / 8; ++j) {
+        const uint4 h = src[j];
+        raw[4 * j] = h.x, raw[4 * j + 1] = h.y, raw[4 * j + 2] = h.z, raw[4 * j + 3] = h.w;
+#pragma unroll
+        for (int w = 4 * j; w < 4 * j + 4; ++w) halves_max = order::max_abs_halves_step(halves_max, raw[w]);
+      }
+      e = order::exact_exponent(__float_as_uint(widen_half(order::max_abs_halves_end(halves_max), dtype)));
+      const order::StagingScale s = order::staging_scale(e);
+      auto bf16 = [&](int i) { return __uint_as_float(i % 2 ? raw[i / 2] & 0xffff0000u : raw[i / 2] << 16); };
+      auto f16 = [&](int i) { return __half2float(__ushort_as_half((unsigned short)(i % 2 ? raw[i / 2] >> 16 : raw[i / 2]))); };
+      if (s.rare)
+        bits_sum = stage_chunk_fast<BITS, true>(s, [&](int i) { return widen_half(i % 2 ? raw[i / 2] >> 16 : raw[i / 2] & 0xffffu, dtype); }, out, c);
+      else if (dtype == DType::bf16)
+        bits_sum = stage_chunk_fast<BITS, false>(s, bf16, out, c);
+      else
+        bits_sum = stage_chunk_fast<BITS, false>(s, f16, out, c);
+    }
+    const float u = order::exact_unscale(e);
+    facts[v * tile_chunks + c] = make_float2(order::chunk_value(order::exact_float(order::staged_sum(bits_sum, kChunkValues)), u), u);
+  }
+}
+
 // The exact code dot of a chunk of one row with one vector's X: below 2^31 in magnitude up to
 // 4 bits (32 * 15 * 2^22 < 2^31), so 32-bit arithmetic (wrapping, as unsigned) holds it; up to 2^36 above.
 template <int BITS>
@@ -454,7 +558,10 @@ __global__ void __launch_bounds__(kFamilyWarps<V> * 32, kFamilyMinBlocks<V, ROWS
       if (tiles > 1 || trip == 0) {
         if (trip == 0 && tile == 0) wait_for_previous_grid();  // x may be the previous kernel's output
         __syncthreads();  // everyone is done with the previous tile
-        stage_integers<BITS, V>(pieces, facts, p.tile_values, p, v0, first, count);
+        if constexpr (EXACTQ_QMV_FAST_STAGING)
+          stage_integers_fast<BITS, V, PARAM>(pieces, facts, p.tile_values, p, v0, first, count);
+        else
+          stage_integers<BITS, V>(pieces, facts, p.tile_values, p, v0, first, count);
         __syncthreads();
       }
       auto step = [&](const std::uint32_t (&w)[ROWS][BITS], const std::uint32_t (&sc_bits)[ROWS],

@@ -185,5 +185,92 @@ TEST(ExactChunkDot, NonFiniteChunkIsNaN) {
   }
 }
 
+// The GPU's staged form (order::staged_*, max_abs_halves_*) gives exact_chunk's X, S and u, and
+// exact_digit_bytes' digits, bit for bit: on f32 chunks over every range, on the same chunks
+// rounded to bf16 and to f16 (E then from their 16-bit patterns, two to a word), on values that
+// scale to k + 1/2, and on non-finite chunks. Control: with a factor that is not a power of two,
+// one fma and a multiply then an add differ somewhere on this data, so the data does tell one
+// rounding from two.
+struct Halves {
+  std::vector<float> widened;
+  std::uint32_t raw[order::kLanes / 2];
+};
+Halves to_halves(const std::vector<float>& x, bool f16) {
+  Halves h{std::vector<float>(x.size()), {}};
+  for (int i = 0; i < order::kLanes; ++i) {
+    const std::uint16_t bits = f16 ? ref_f32_to_f16(x[i]) : ref_f32_to_bf16(x[i]);
+    h.widened[i] = f16 ? ref_f16_to_f32(bits) : ref_bf16_to_f32(bits);
+    h.raw[i / 2] |= std::uint32_t(bits) << (16 * (i % 2));
+  }
+  return h;
+}
+void expect_staged_equals_exact(const std::vector<float>& x, std::uint32_t max_abs_pattern, const char* what) {
+  std::int32_t want[order::kLanes], got[order::kLanes];
+  const order::ChunkFacts w = order::exact_chunk(x.data(), want);
+  const int e = order::exact_exponent(max_abs_pattern);
+  const order::ChunkFacts g = order::staged_chunk(x.data(), e, got);
+  const order::StagingScale s = order::staging_scale(e);
+  for (int i = 0; i < order::kLanes; ++i) {
+    ASSERT_EQ(got[i], want[i]) << what << ": x = " << x[i] << ", E = " << e;
+    // The digits from the pattern, before the per-word flip of bytes 0 and 1.
+    const std::uint32_t bits = s.rare ? order::staged_integer_bits<true>(x[i], s) : order::staged_integer_bits<false>(x[i], s);
+    const std::uint32_t digits = (bits + order::kStagedDigitBias) ^ (order::kStagedDigitFlip & 0xffffu);
+    ASSERT_EQ(digits & 0xffffffu, order::exact_digit_bytes(want[i]) & 0xffffffu) << what << ": x = " << x[i];
+  }
+  ASSERT_EQ(f32_bits(g.sum), f32_bits(w.sum)) << what;
+  ASSERT_EQ(f32_bits(g.unscale), f32_bits(w.unscale)) << what;
+}
+std::uint32_t widened_max_bits(std::uint32_t pattern, bool f16) {
+  return f16 ? f32_bits(ref_f16_to_f32(std::uint16_t(pattern))) : pattern << 16;
+}
+
+TEST(ExactChunkDot, StagedChunkEqualsExactChunk) {
+  for (std::uint64_t seed : seeds_with_fresh({11, 12})) {
+    SCOPED_TRACE(seed_note(seed));
+    std::mt19937_64 rng(seed);
+    std::int64_t chunks = 0, small_e = 0, double_rounding_differs = 0;
+    auto check = [&](const std::vector<float>& x) {
+      expect_staged_equals_exact(x, max_abs_bits(x), "f32");
+      for (const bool f16 : {false, true}) {
+        const Halves h = to_halves(x, f16);
+        std::uint32_t m = 0;
+        for (const std::uint32_t word : h.raw) m = order::max_abs_halves_step(m, word);
+        const std::uint32_t widened = widened_max_bits(order::max_abs_halves_end(m), f16);
+        ASSERT_EQ(widened >> 23, max_abs_bits(h.widened) >> 23) << (f16 ? "f16" : "bf16");
+        expect_staged_equals_exact(h.widened, widened, f16 ? "f16" : "bf16");
+      }
+      const int e = order::exact_exponent(max_abs_bits(x));
+      small_e += e < 21;
+      ++chunks;
+      if (e < order::kExactNonFinite && e >= 21) {
+        const float factor = order::mul(order::pow2(order::kExactScale - e), 1.0f + std::ldexp(1.0f, -20));
+        for (float v : x)
+          double_rounding_differs += f32_bits(order::fma(v, factor, order::kRoundingOffset)) !=
+                                     f32_bits(order::add(order::mul(v, factor), order::kRoundingOffset));
+      }
+    };
+    for (const Range r : kRanges)
+      for (int trial = 0; trial < 300; ++trial) check(random_chunk(rng, r.top, r.decades));
+    // Values at k + 1/2 after scaling (ties to even) beside the chunk's largest value, then the
+    // same chunk with a NaN or an infinity in it.
+    std::uniform_int_distribution<int> exponent(-120, 120), index(1, order::kLanes - 1);
+    std::uniform_int_distribution<std::int64_t> k(0, (1 << 21) - 1);
+    for (int trial = 0; trial < 300; ++trial) {
+      const int top = exponent(rng);  // the largest value 1.5 * 2^top: E = top + 127
+      std::vector<float> x(order::kLanes, 0.0f);
+      x[0] = std::ldexp(1.5f, top);
+      for (int i = 1; i < order::kLanes; ++i)
+        x[i] = static_cast<float>(std::ldexp(double(k(rng)) + 0.5, top + 127 - order::kExactScale)) * (i % 2 ? -1.0f : 1.0f);
+      check(x);
+      x[index(rng)] = trial % 3 == 0 ? std::numeric_limits<float>::quiet_NaN()
+                                     : (trial % 3 == 1 ? std::numeric_limits<float>::infinity()
+                                                       : -std::numeric_limits<float>::infinity());
+      check(x);
+    }
+    EXPECT_GT(small_e, 0) << "no finite chunk took the rare branch (E < 21)";
+    EXPECT_GT(double_rounding_differs, chunks / 10) << "one rounding and two agreed almost everywhere";
+  }
+}
+
 }  // namespace
 }  // namespace exactq::test

@@ -2,10 +2,12 @@
 # Packs the variant binaries in .out/bin (exactq-*.xz and exactq_cuda_tests-*.xz, from
 # scripts/build_variant.sh or scripts/build_qmv_variant.sh) into one archive, .out/bin/variants.tar.xz, with a dictionary large
 # enough to hold a whole binary: the variants differ in a few kernels, so five of them take the
-# carry of one and a half (a call carries 64 MiB). scripts/gpu_unpack.sh unpacks it.
+# carry of one and a half (a call carries 64 MiB). Variants already in the archive stay (a new
+# one of the same name replaces its old one). scripts/gpu_unpack.sh unpacks it.
 set -euo pipefail
 cd "$(dirname "$0")/../.out/bin"
 tmp=$(mktemp -d)
+[[ -e variants.tar.xz ]] && xz -dc variants.tar.xz | tar xf - -C "$tmp"
 for f in exactq-*.xz exactq_cuda_tests-*.xz; do
   [[ -e $f ]] || continue
   xz -dc "$f" >"$tmp/${f%.xz}"

@@ -1,42 +1,50 @@
 #!/usr/bin/env bash
-# Session 19, call 1 (prepared while no device was lent; session 18's call 3 folded in). x's
-# staging costs 2 of 14 us on 3840x15360 (session 18 call 2), issue-bound. The variants:
-#   w16    qmv's blocks of 16 warps, one per SM: x staged once per SM, not twice;
-#   s2     two rounds in flight while x is staged; w16s2 both;
-#   fs     x staged by stage_integers_fast (about 40 % fewer instructions by the PTX), in qmv and
-#          qmv_streamed; w16fs with w16.
-# Bytes first: fs's CUDA tests in full (extreme ranges, non-finite values, every format), every
-# variant's parity against the CPU mirror; then qmv at M = 1 over three passes, plain and
-# overlapped, on nine shapes; then qmv_streamed's sweep (its staging grows with V), main and fs.
-# Next, in a call of its own: scripts/gpu_variant_checks.sh NAME for the variant that would land.
-# Build here first (GENCODE=sm_90a scripts/build_for_gpu.sh for build-dev and the main binaries):
-#   TESTS=1 scripts/build_qmv_variant.sh w16 "-DEXACTQ_QMV_WARPS=16"
-#   scripts/build_qmv_variant.sh s2 "-DEXACTQ_QMV_STAGE_TWO_ROUNDS=1"
-#   scripts/build_qmv_variant.sh w16s2 "-DEXACTQ_QMV_WARPS=16 -DEXACTQ_QMV_STAGE_TWO_ROUNDS=1"
+# Session 19, call 1 (prepared while no device was lent; session 18's call 3 folded in, without
+# its s2 variants). The variants, each against main in the same call:
+#   w16    qmv's blocks of 16 warps, one per SM: x staged once per SM, not twice (x's staging costs
+#          2 of 14 us on 3840x15360, session 18 call 2);
+#   fs     x staged by stage_integers_fast (a staging-only kernel: 384 PTX instructions, not 660),
+#          in qmv and qmv_streamed;
+#   bal    qmv's rounds shared evenly by each block's warps where the trips leave warps idle
+#          (Qwen's down projection: 17 rounds for the busiest warp, 11 shared; decision 0003);
+#   w16fs, fsbal, w16fsbal: the combinations.
+# Bytes first: fs's and bal's CUDA tests in full, parity against the CPU mirror; then qmv at M = 1
+# over two passes, plain and overlapped, on ten shapes; then qmv_streamed's sweep (its staging
+# grows with V), main and fs. Next, in a call of its own: scripts/gpu_variant_checks.sh NAME for
+# the variant that would land (w16fsbal's tests are built).
+# Build here first (GENCODE=sm_90a scripts/build_for_gpu.sh: build-dev and the main binaries; then
+# rm .out/bin/variants.tar.xz, since variants link build-dev's objects):
+#   scripts/build_qmv_variant.sh w16 "-DEXACTQ_QMV_WARPS=16"
 #   TESTS=1 TUS="qmv qmv_streamed" scripts/build_qmv_variant.sh fs "-DEXACTQ_QMV_FAST_STAGING=1"
-#   TESTS=1 TUS="qmv qmv_streamed" scripts/build_qmv_variant.sh w16fs "-DEXACTQ_QMV_WARPS=16 -DEXACTQ_QMV_FAST_STAGING=1"
+#   TESTS=1 scripts/build_qmv_variant.sh bal "-DEXACTQ_QMV_BALANCED=1"
+#   TUS="qmv qmv_streamed" scripts/build_qmv_variant.sh w16fs "-DEXACTQ_QMV_WARPS=16 -DEXACTQ_QMV_FAST_STAGING=1"
+#   TUS="qmv qmv_streamed" scripts/build_qmv_variant.sh fsbal "-DEXACTQ_QMV_FAST_STAGING=1 -DEXACTQ_QMV_BALANCED=1"
+#   TESTS=1 TUS="qmv qmv_streamed" scripts/build_qmv_variant.sh w16fsbal \
+#     "-DEXACTQ_QMV_WARPS=16 -DEXACTQ_QMV_FAST_STAGING=1 -DEXACTQ_QMV_BALANCED=1"
 #   scripts/pack_variants.sh
-# Then run with carry [".out/bin"] (about 60 MiB).
+# Then run with carry [".out/bin"] (under 64 MiB).
 set -uo pipefail
 source "$(dirname "$0")/../gpu_logs.sh" session19
-echo "== fs's CUDA tests"
-timeout 150 "$bin/exactq_cuda_tests-fs" >"$out/cuda_tests_fs.log" 2>&1
-echo "exactq_cuda_tests-fs: rc $? $(grep -E '^\[  (PASSED|FAILED)' "$out/cuda_tests_fs.log" | tail -3 | tr '\n' ' ')"
+echo "== fs's and bal's CUDA tests"
+for v in fs bal; do
+  timeout 100 "$bin/exactq_cuda_tests-$v" >"$out/cuda_tests_$v.log" 2>&1
+  echo "exactq_cuda_tests-$v: rc $? $(grep -E '^\[  (PASSED|FAILED)' "$out/cuda_tests_$v.log" | tail -3 | tr '\n' ' ')"
+done
 echo "== parity against the CPU mirror"
-for exe in "${exes[@]:1}"; do
+for exe in "$bin/exactq-w16" "$bin/exactq-fs" "$bin/exactq-bal" "$bin/exactq-w16fsbal"; do
   name=$(basename "$exe")
   for args in "--n 9001 --k 3840 --dtype bf16 --bits 4" "--n 20001 --k 4096 --dtype f16 --bits 4" \
     "--n 3000 --k 15360 --dtype bf16 --bits 4" "--n 2001 --k 17408 --dtype f32 --bits 4" \
     "--n 20001 --k 4416 --dtype bf16 --bits 5" "--n 20001 --k 2048 --dtype f16 --bits 8" \
-    "--n 5001 --k 6144 --dtype f32 --bits 2"; do
+    "--n 5001 --k 6144 --dtype f32 --bits 2" "--n 1803 --k 17408 --dtype bf16 --bits 4"; do
     "$exe" parity --backend cuda --against cpu --kernels qmv,qmv_streamed,qmv_wide --group 64 $args --m-max 5 --seeds 1 \
       >>"$out/parity_$name.log" 2>&1
     echo "parity $name $args: exit $?"
   done
 done
-shapes=262144x3840,128256x4096,28672x8192,15360x3840,3840x15360,14336x4096,4096x14336,17408x5120,5120x17408
+shapes=262144x3840,128256x4096,28672x8192,15360x3840,3840x15360,14336x4096,4096x14336,17408x5120,5120x17408,5120x5120
 echo "== qmv, M = 1"
-ab_qmv_m1 3 "$shapes" "${exes[@]}"
+ab_qmv_m1 2 "$shapes" "${exes[@]}"
 echo "== overlapped"
 ovl_qmv_m1 "$shapes" "${exes[@]}"
 grep -h "ceiling" "$out"/qmv_exactq_1.log | head -3

@@ -32,6 +32,7 @@ struct QmvParams {
   DType dtype;
   int split;  // qmv, one K tile: warps per task of the last trip (1, 2 or 4), K cut into that many runs of rounds
   int l2_prefetch_rounds;  // qmv: rows' bytes this many rounds beyond the register prefetch go to L2 (0: none)
+  int balanced;  // qmv, K in one tile: each block's rounds shared evenly by its warps (EXACTQ_QMV_BALANCED)
 };
 
 // ---- x in shared memory: the integers X of order.h, per chunk ------------------------------------
@@ -441,6 +442,15 @@ inline constexpr int kParamFetch = V == 1 ? EXACTQ_QMV_PARAM_FETCH : 0;
 #endif
 inline constexpr bool kStageTwoRounds = EXACTQ_QMV_STAGE_TWO_ROUNDS != 0;
 
+// A -D knob, not yet measured (session 19; scripts/sessions/gpu_session19.sh): qmv's rounds shared
+// evenly by each block's warps where the trips leave warps idle (decision 0003, session 19: Qwen's
+// down projection has 1280 tasks of 17 rounds for 2112 warps and no K split: 17 rounds for the
+// busiest warp, 11 shared). Compiles the path in; the launcher chooses it per shape (p.balanced).
+#ifndef EXACTQ_QMV_BALANCED
+#define EXACTQ_QMV_BALANCED 0
+#endif
+inline constexpr bool kBalancedCode = EXACTQ_QMV_BALANCED != 0;
+
 template <int BITS, int V, int ROWS, int PARAM>
 __global__ void __launch_bounds__(kFamilyWarps<V> * 32, kFamilyMinBlocks<V, ROWS>)
     qmv_family_kernel(const QmvParams p) {
@@ -517,6 +527,124 @@ __global__ void __launch_bounds__(kFamilyWarps<V> * 32, kFamilyMinBlocks<V, ROWS
       bi[r] = load_param_bits_fetch<PARAM, kParamFetch<V>>(p.biases, prow[r] + g, p.dtype);
     }
   };
+
+  // Balanced (qmv, K in one tile, p.balanced): block b takes the contiguous tasks [t0, t1), and its
+  // warps share their (task, round) units evenly: warp w runs units [w U / W, (w + 1) U / W) in
+  // increasing order, in segments of one task each. The warp that runs a task's round 0 owns it
+  // and adds its rounds into the lanes' chains; a segment that starts later parks each chunk's
+  // folded value (per unit, row and lane), and after one barrier the owner adds the parked rounds
+  // in increasing order: the split trip's order with uneven parts, so every bit is unchanged. An
+  // owned task that its warp ends is finished at once; only a warp's last segment can wait.
+  if constexpr (kBalancedCode && V == 1) {
+    if (p.balanced) {
+      const int rounds = rounds_total, chunks = int(p.k / kChunkValues);
+      const std::int64_t t0 = std::int64_t(blockIdx.x) * tasks / gridDim.x;
+      const std::int64_t t1 = std::int64_t(blockIdx.x + 1) * tasks / gridDim.x;
+      const int units = int((t1 - t0) * rounds);
+      const int u_begin = warp * units / kFamilyWarps<V>, u_end = (warp + 1) * units / kFamilyWarps<V>;
+      float* const park_area = reinterpret_cast<float*>(facts + tile_chunks);  // [units][ROWS][32]
+      auto park_at = [&](int unit, int r) -> float& { return park_area[(std::size_t(unit) * ROWS + r) * 32 + lane]; };
+      // The first segment's first round is in flight while x is staged.
+      if (u_begin < u_end) {
+        point((t0 + u_begin / rounds) * ROWS);
+        const int c = lane + 32 * (u_begin % rounds);
+        if (c < chunks) load_round(c, wa, sa, ba);
+      }
+      wait_for_previous_grid();  // x may be the previous kernel's output
+      __syncthreads();
+      if constexpr (EXACTQ_QMV_FAST_STAGING)
+        stage_integers_fast<BITS, V, PARAM>(pieces, facts, p.tile_values, p, v0, 0, int(p.k));
+      else
+        stage_integers<BITS, V>(pieces, facts, p.tile_values, p, v0, 0, int(p.k));
+      __syncthreads();
+      auto finish = [&](float (&total)[ROWS][V], std::int64_t row0) {
+        if constexpr (kScatterShift<ROWS> >= 0) {
+          float held[ROWS];
+#pragma unroll
+          for (int r = 0; r < ROWS; ++r) held[r] = total[r][0];
+          const float mine = butterfly_scatter<ROWS>(held, lane);
+          const int r = lane >> kScatterShift<ROWS>;
+          if ((lane & ((1 << kScatterShift<ROWS>) - 1)) == 0 && row0 + r < p.n)
+            store_f32(p.y, std::size_t(v0 * p.n + row0 + r), p.dtype, mine);
+        } else {
+#pragma unroll
+          for (int r = 0; r < ROWS; ++r) {
+            const float own[1] = {total[r][0]};
+            total[r][0] = butterfly_scatter<1>(own, lane);
+          }
+          if (lane == 0)
+#pragma unroll
+            for (int r = 0; r < ROWS; ++r)
+              if (row0 + r < p.n) store_f32(p.y, std::size_t(v0 * p.n + row0 + r), p.dtype, total[r][0]);
+        }
+      };
+      float total[ROWS][V];
+      int pending_unit = -1;  // the unit after the owned task's last own round, if it waits for parked ones
+      for (int u = u_begin; u < u_end;) {
+        const int task_unit = u - u % rounds;  // the task's round 0
+        const int r_begin = u % rounds, r_end = r_begin + (u_end - u) < rounds ? r_begin + (u_end - u) : rounds;
+        const std::int64_t row0 = (t0 + u / rounds) * ROWS;
+        const bool owner = r_begin == 0;
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r) total[r][0] = 0.0f;
+        int c = lane + 32 * r_begin;
+        const int c_end = chunks < 32 * r_end ? chunks : 32 * r_end;
+        auto step = [&](const std::uint32_t (&w)[ROWS][BITS], const std::uint32_t (&sc_bits)[ROWS],
+                        const std::uint32_t (&bi_bits)[ROWS], int c) {
+          float sc[ROWS], bi[ROWS];
+#pragma unroll
+          for (int r = 0; r < ROWS; ++r)
+            sc[r] = param_value<PARAM>(sc_bits[r], p.dtype), bi[r] = param_value<PARAM>(bi_bits[r], p.dtype);
+          if (owner) {
+            chunk_step<BITS, V, ROWS>(w, sc, bi, pieces, vector_stride, facts, tile_chunks, c, total);
+          } else {
+            float folded[ROWS][V];
+            chunk_step<BITS, V, ROWS, true>(w, sc, bi, pieces, vector_stride, facts, tile_chunks, c, folded);
+#pragma unroll
+            for (int r = 0; r < ROWS; ++r) park_at(task_unit + c / 32, r) = folded[r][0];
+          }
+        };
+        // As in the trip loop, the prefetch's branch keeps ptxas from sinking the next round's loads.
+        auto prefetch = [&](int c) {
+          if constexpr (kPrefetchCode) {
+            const int ahead = c + 32 * (1 + p.l2_prefetch_rounds);
+            if (p.l2_prefetch_rounds > 0 && ahead < c_end)
+#pragma unroll
+              for (int r = 0; r < ROWS; ++r)
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(wrow[r] + std::int64_t(ahead) * (4 * BITS)));
+          }
+        };
+        while (c < c_end) {
+          if (c + 32 < c_end) load_round(c + 32, wb, sb, bb);
+          prefetch(c);
+          step(wa, sa, ba, c);
+          c += 32;
+          if (c >= c_end) break;
+          if (c + 32 < c_end) load_round(c + 32, wa, sa, ba);
+          prefetch(c);
+          step(wb, sb, bb, c);
+          c += 32;
+        }
+        u += r_end - r_begin;
+        // The next segment's first round, before this one's butterfly and store (as kCarry does).
+        if (u < u_end) {
+          point((t0 + u / rounds) * ROWS);
+          if (lane < chunks) load_round(lane, wa, sa, ba);  // a later segment starts at round 0
+        }
+        if (owner && r_end == rounds) finish(total, row0);
+        else if (owner) pending_unit = task_unit + r_end;
+      }
+      __syncthreads();  // every parked value is written
+      if (pending_unit >= 0) {  // the same for the whole warp
+        const int task_unit = pending_unit - pending_unit % rounds;
+        for (int round = pending_unit - task_unit; round < rounds && lane + 32 * round < chunks; ++round)
+#pragma unroll
+          for (int r = 0; r < ROWS; ++r) total[r][0] = order::lane_add(total[r][0], park_at(task_unit + round, r));
+        finish(total, (t0 + task_unit / rounds) * ROWS);
+      }
+      return;
+    }
+  }
 
   for (std::int64_t trip = 0; trip < trips; ++trip) {
     const bool split_trip = trip == whole_trips;  // the same for every warp of the grid

@@ -161,6 +161,38 @@ TEST(CudaQmv, EqualsCpuMirrorOverSeveralTrips) {
           options.qmv_split_last_trip = split;
           EXPECT_EQ(differing(run_gpu(Kernel::qmv, p, p.x, m, options), cpu), 0);
         }
+      QmvOptions balanced;  // each block's rounds shared by its warps, where built in and it fits
+      balanced.qmv_balanced = 1;
+      EXPECT_EQ(differing(run_gpu(Kernel::qmv, p, p.x, m, balanced), cpu), 0) << "balanced";
+    }
+}
+
+// The balanced path (built with -DEXACTQ_QMV_BALANCED=1; elsewhere these run the trips): fewer
+// tasks than warps with long rows, so a block's warps split tasks at uneven rounds, park, and
+// leave their last task waiting for the parked rounds; blocks of one task where some warps have
+// no rounds at all; a partial last round (K = 8192 + 96: 259 chunks); rows past N.
+TEST(CudaQmv, BalancedRoundsEqualCpuMirror) {
+  REQUIRE_GPU();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  struct Case {
+    int bits;
+    std::int64_t n, k;
+    DType dtype;
+  };
+  for (Case c : {Case{4, 4 * 700 + 3, 8192 + 96, DType::bf16}, Case{4, 4 * 200, 2048, DType::f16},
+                 Case{8, 2 * 900 + 1, 6144, DType::f32}, Case{3, 4 * 1280, 5120, DType::bf16},
+                 Case{2, 4 * 333 + 1, 16384 + 1024, DType::f16}})
+    for (std::int64_t m : {1, 3}) {
+      SCOPED_TRACE("bits " + std::to_string(c.bits) + " N " + std::to_string(c.n) + " K " + std::to_string(c.k) +
+                   " M " + std::to_string(m));
+      const Problem p = make_problem(c.n, c.k, c.bits, 64, c.dtype, m, seed + std::uint64_t(c.n * 3 + m));
+      const std::vector<std::byte> cpu = run_cpu(Kernel::qmv, p, p.x, m);
+      for (int choice : {-1, 1}) {
+        QmvOptions options;
+        options.qmv_balanced = choice;
+        EXPECT_EQ(differing(run_gpu(Kernel::qmv, p, p.x, m, options), cpu), 0) << "qmv_balanced " << choice;
+      }
     }
 }
 
@@ -319,6 +351,11 @@ TEST(CudaQmv, RejectsBadArguments) {
     bad.qmv_split_last_trip = next;
     EXPECT_THROW(cuda::qmv(Kernel::qmv, p.device.view, dx.bytes(), 2, dy.bytes(), bad), std::invalid_argument)
         << rounds << " " << next;
+  }
+  for (int balanced : {-2, 2}) {
+    QmvOptions bad;
+    bad.qmv_balanced = balanced;
+    EXPECT_THROW(cuda::qmv(Kernel::qmv, p.device.view, dx.bytes(), 2, dy.bytes(), bad), std::invalid_argument) << balanced;
   }
   // Misaligned device pointers are refused before any launch (they would fault on the device).
   cuda::DeviceBuffer shifted(p.x.size() + 16);

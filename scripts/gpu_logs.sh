@@ -42,3 +42,8 @@ ovl_qmv_m1() {
     printf '%-16s ovl: %s\n' "$name" "$(awk '$4=="qmv" {printf "%s %s %s; ", $1, $6, $8}' "$out/ovl_$name.log")"
   done
 }
+
+# A device call is killed at 600 s, and then the EXIT trap that archives $out does not run: a
+# section that might not finish is skipped instead. Usage: time_left SECONDS || echo "skipped"
+# (true while the script's elapsed time plus SECONDS stays under CALL_BUDGET, default 570).
+time_left() { ((SECONDS + $1 < ${CALL_BUDGET:-570})); }

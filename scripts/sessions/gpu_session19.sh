@@ -45,13 +45,15 @@ done
 shapes=262144x3840,128256x4096,28672x8192,15360x3840,3840x15360,14336x4096,4096x14336,17408x5120,5120x17408,5120x5120
 echo "== qmv, M = 1"
 ab_qmv_m1 2 "$shapes" "${exes[@]}"
+echo "(${SECONDS}s elapsed)"
 echo "== overlapped"
-ovl_qmv_m1 "$shapes" "${exes[@]}"
+if time_left 90; then ovl_qmv_m1 "$shapes" "${exes[@]}"; else echo "skipped: ${SECONDS}s elapsed"; fi
 grep -h "ceiling" "$out"/qmv_exactq_1.log | head -3
 echo "== qmv_streamed and qmv_wide against narrow qmv, M = 1..8 and 16 (main, then fs)"
 for exe in "$bin/exactq" "$bin/exactq-fs"; do
   name=$(basename "$exe")
-  timeout 150 "$exe" bench --backend cuda --shapes 3840x15360,15360x3840,28672x8192 --m 1-8,16 \
+  time_left 85 || { echo "skipped $name: ${SECONDS}s elapsed"; continue; }
+  timeout 80 "$exe" bench --backend cuda --shapes 3840x15360,15360x3840,28672x8192 --m 1-8,16 \
     --kernels qmv,qmv_streamed,qmv_wide --bits 4 --group 64 --dtype bf16 --repeats 20 \
     --json "$out/streamed_$name.json" --markdown "$out/streamed_$name.md" >"$out/streamed_$name.log" 2>&1
   echo "streamed $name: exit $?"

@@ -74,17 +74,16 @@ void launch_family(const QuantizedMatrixView& w, const void* x, std::int64_t vec
   if constexpr (V == 1 && kBalancedCode) {
     if (options.qmv_balanced != 0) {
       const std::int64_t rounds = family_rounds(w.k);
-      const std::int64_t slots = std::int64_t(grid_x) * kFamilyWarps<V>;
       const std::int64_t trips_rounds =
-          p.split > 1 ? tasks / slots * rounds + (tasks % slots > 0 ? (rounds + p.split - 1) / p.split : 0)
-                      : (tasks + slots - 1) / slots * rounds;
+          schedule::trips_busiest_rounds(tasks, rounds, std::int64_t(grid_x) * kFamilyWarps<V>, p.split);
       const int per_sm = kFamilyMinBlocks<V, ROWS>;  // the registers' limit (launch bounds)
       const std::int64_t blocks = std::min<std::int64_t>(tasks, std::int64_t(per_sm) * sm_count());
-      const std::int64_t units = (tasks + blocks - 1) / blocks * rounds;
+      const std::int64_t units = schedule::max_block_units(tasks, blocks, rounds);
       const int whole_k = int((w.k + 1023) / 1024 * 1024);
       const std::size_t balanced_smem = family_shared_bytes<BITS>(1, whole_k) + std::size_t(units) * ROWS * 32 * 4;
       const bool fits = family_blocks_per_sm<BITS, V, ROWS, PARAM>(balanced_smem) >= per_sm;
-      if (fits && (options.qmv_balanced == 1 || (units + kFamilyWarps<V> - 1) / kFamilyWarps<V> < trips_rounds)) {
+      if (fits && (options.qmv_balanced == 1 ||
+                   schedule::balanced_busiest_rounds(tasks, rounds, blocks, kFamilyWarps<V>) < trips_rounds)) {
         p.balanced = 1, p.split = 1, p.tile_values = whole_k;
         smem = balanced_smem;
         grid_x = unsigned(blocks);

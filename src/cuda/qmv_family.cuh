@@ -15,6 +15,7 @@
 // instructions per code and capped qmv near 66 % of the ceiling (decision 0003).
 #pragma once
 
+#include "common/qmv_schedule.h"
 #include "cuda/common.cuh"
 
 namespace exactq::cuda_detail {
@@ -538,10 +539,10 @@ __global__ void __launch_bounds__(kFamilyWarps<V> * 32, kFamilyMinBlocks<V, ROWS
   if constexpr (kBalancedCode && V == 1) {
     if (p.balanced) {
       const int rounds = rounds_total, chunks = int(p.k / kChunkValues);
-      const std::int64_t t0 = std::int64_t(blockIdx.x) * tasks / gridDim.x;
-      const std::int64_t t1 = std::int64_t(blockIdx.x + 1) * tasks / gridDim.x;
-      const int units = int((t1 - t0) * rounds);
-      const int u_begin = warp * units / kFamilyWarps<V>, u_end = (warp + 1) * units / kFamilyWarps<V>;
+      const std::int64_t t0 = schedule::block_tasks(tasks, gridDim.x, blockIdx.x).begin;
+      const std::int64_t units = (schedule::block_tasks(tasks, gridDim.x, blockIdx.x).end - t0) * rounds;
+      const schedule::Range run = schedule::warp_units(units, kFamilyWarps<V>, warp);
+      const int u_begin = int(run.begin), u_end = int(run.end);
       float* const park_area = reinterpret_cast<float*>(facts + tile_chunks);  // [units][ROWS][32]
       auto park_at = [&](int unit, int r) -> float& { return park_area[(std::size_t(unit) * ROWS + r) * 32 + lane]; };
       // The first segment's first round is in flight while x is staged.
@@ -581,10 +582,11 @@ __global__ void __launch_bounds__(kFamilyWarps<V> * 32, kFamilyMinBlocks<V, ROWS
       float total[ROWS][V];
       int pending_unit = -1;  // the unit after the owned task's last own round, if it waits for parked ones
       for (int u = u_begin; u < u_end;) {
-        const int task_unit = u - u % rounds;  // the task's round 0
-        const int r_begin = u % rounds, r_end = r_begin + (u_end - u) < rounds ? r_begin + (u_end - u) : rounds;
-        const std::int64_t row0 = (t0 + u / rounds) * ROWS;
-        const bool owner = r_begin == 0;
+        const schedule::Segment segment = schedule::run_segment(u, u_end, rounds);
+        const int task_unit = segment.task * rounds;  // the task's round 0
+        const int r_begin = segment.round_begin, r_end = segment.round_end;
+        const std::int64_t row0 = (t0 + segment.task) * ROWS;
+        const bool owner = segment.owner();
 #pragma unroll
         for (int r = 0; r < ROWS; ++r) total[r][0] = 0.0f;
         int c = lane + 32 * r_begin;

@@ -23,11 +23,13 @@ inline int family_tile(std::int64_t k, int vectors) {
   return k_tile(k, vectors, 1.0 / 16, kFamilySharedBudget);  // 4 bytes of X per value at most, + a float2 of facts per 32
 }
 
+// The dynamic shared memory a family kernel may ask for. With the balanced path compiled in, its
+// park may take a block past 100 KB, up to the H200's opt-in limit (227 KB).
+inline constexpr std::size_t kFamilyMaxShared = (kBalancedCode ? 227 : 100) * 1024;
+
 template <int BITS, int V, int ROWS, int PARAM>
-int family_blocks_per_sm(std::size_t smem) {
-  // With the balanced path compiled in, its park may take a block past 100 KB (up to the H200's 227).
-  return resident_blocks<qmv_family_kernel<BITS, V, ROWS, PARAM>>(kFamilyWarps<V> * 32, smem,
-                                                                  (kBalancedCode ? 227 : 100) * 1024);
+int family_blocks_per_sm(std::size_t smem) {  // at least 1, also where smem exceeds the limit
+  return resident_blocks<qmv_family_kernel<BITS, V, ROWS, PARAM>>(kFamilyWarps<V> * 32, smem, int(kFamilyMaxShared));
 }
 
 // Launches `tiles` tiles of V vectors starting at vector_offset.
@@ -81,7 +83,8 @@ void launch_family(const QuantizedMatrixView& w, const void* x, std::int64_t vec
       const std::int64_t units = schedule::max_block_units(tasks, blocks, rounds);
       const int whole_k = int((w.k + 1023) / 1024 * 1024);
       const std::size_t balanced_smem = family_shared_bytes<BITS>(1, whole_k) + std::size_t(units) * ROWS * 32 * 4;
-      const bool fits = family_blocks_per_sm<BITS, V, ROWS, PARAM>(balanced_smem) >= per_sm;
+      const bool fits = balanced_smem <= kFamilyMaxShared &&
+                        family_blocks_per_sm<BITS, V, ROWS, PARAM>(balanced_smem) >= per_sm;
       if (fits && (options.qmv_balanced == 1 ||
                    schedule::balanced_busiest_rounds(tasks, rounds, blocks, kFamilyWarps<V>) < trips_rounds)) {
         p.balanced = 1, p.split = 1, p.tile_values = whole_k;

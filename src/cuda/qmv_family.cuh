@@ -539,8 +539,8 @@ __global__ void __launch_bounds__(kFamilyWarps<V> * 32, kFamilyMinBlocks<V, ROWS
   if constexpr (kBalancedCode && V == 1) {
     if (p.balanced) {
       const int rounds = rounds_total, chunks = int(p.k / kChunkValues);
-      const std::int64_t t0 = schedule::block_tasks(tasks, gridDim.x, blockIdx.x).begin;
-      const std::int64_t units = (schedule::block_tasks(tasks, gridDim.x, blockIdx.x).end - t0) * rounds;
+      const schedule::Range block = schedule::block_tasks(tasks, gridDim.x, blockIdx.x);
+      const std::int64_t t0 = block.begin, units = (block.end - block.begin) * rounds;
       const schedule::Range run = schedule::warp_units(units, kFamilyWarps<V>, warp);
       const int u_begin = int(run.begin), u_end = int(run.end);
       float* const park_area = reinterpret_cast<float*>(facts + tile_chunks);  // [units][ROWS][32]
@@ -558,8 +558,8 @@ __global__ void __launch_bounds__(kFamilyWarps<V> * 32, kFamilyMinBlocks<V, ROWS
       else
         stage_integers<BITS, V>(pieces, facts, p.tile_values, p, v0, 0, int(p.k));
       __syncthreads();
-      auto finish = [&](float (&total)[ROWS][V], std::int64_t row0) {
-        if constexpr (kScatterShift<ROWS> >= 0) {
+      auto finish = [&](float (&total)[ROWS][V], std::int64_t row0) {  // the trip loop's butterfly and store
+        if constexpr (EXACTQ_QMV_SCATTER_BUTTERFLY >= 1 && kScatterShift<ROWS> >= 0) {
           float held[ROWS];
 #pragma unroll
           for (int r = 0; r < ROWS; ++r) held[r] = total[r][0];

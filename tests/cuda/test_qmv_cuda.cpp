@@ -170,7 +170,8 @@ TEST(CudaQmv, EqualsCpuMirrorOverSeveralTrips) {
 // The balanced path (built with -DEXACTQ_QMV_BALANCED=1; elsewhere these run the trips): fewer
 // tasks than warps with long rows, so a block's warps split tasks at uneven rounds, park, and
 // leave their last task waiting for the parked rounds; blocks of one task where some warps have
-// no rounds at all; a partial last round (K = 8192 + 96: 259 chunks); rows past N.
+// no rounds at all; a partial last round (K = 8192 + 96: 259 chunks); one round of 20 chunks
+// (K = 640, forced only); rows past N.
 TEST(CudaQmv, BalancedRoundsEqualCpuMirror) {
   REQUIRE_GPU();
   const std::uint64_t seed = fresh_seed();
@@ -182,7 +183,7 @@ TEST(CudaQmv, BalancedRoundsEqualCpuMirror) {
   };
   for (Case c : {Case{4, 4 * 700 + 3, 8192 + 96, DType::bf16}, Case{4, 4 * 200, 2048, DType::f16},
                  Case{8, 2 * 900 + 1, 6144, DType::f32}, Case{3, 4 * 1280, 5120, DType::bf16},
-                 Case{2, 4 * 333 + 1, 16384 + 1024, DType::f16}})
+                 Case{2, 4 * 333 + 1, 16384 + 1024, DType::f16}, Case{4, 4 * 300 + 1, 640, DType::f32}})
     for (std::int64_t m : {1, 3}) {
       SCOPED_TRACE("bits " + std::to_string(c.bits) + " N " + std::to_string(c.n) + " K " + std::to_string(c.k) +
                    " M " + std::to_string(m));

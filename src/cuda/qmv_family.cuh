@@ -529,6 +529,13 @@ __global__ void __launch_bounds__(kFamilyWarps<V> * 32, kFamilyMinBlocks<V, ROWS
     }
   };
 
+  // x's tile [first, first + count) into shared memory (the caller synchronises around it).
+  auto stage_x = [&](std::int64_t first, int count) {
+    if constexpr (EXACTQ_QMV_FAST_STAGING)
+      stage_integers_fast<BITS, V, PARAM>(pieces, facts, p.tile_values, p, v0, first, count);
+    else
+      stage_integers<BITS, V>(pieces, facts, p.tile_values, p, v0, first, count);
+  };
   // Balanced (qmv, K in one tile, p.balanced): block b takes the contiguous tasks [t0, t1), and its
   // warps share their (task, round) units evenly: warp w runs units [w U / W, (w + 1) U / W) in
   // increasing order, in segments of one task each. The warp that runs a task's round 0 owns it
@@ -553,10 +560,7 @@ __global__ void __launch_bounds__(kFamilyWarps<V> * 32, kFamilyMinBlocks<V, ROWS
       }
       wait_for_previous_grid();  // x may be the previous kernel's output
       __syncthreads();
-      if constexpr (EXACTQ_QMV_FAST_STAGING)
-        stage_integers_fast<BITS, V, PARAM>(pieces, facts, p.tile_values, p, v0, 0, int(p.k));
-      else
-        stage_integers<BITS, V>(pieces, facts, p.tile_values, p, v0, 0, int(p.k));
+      stage_x(0, int(p.k));
       __syncthreads();
       auto finish = [&](float (&total)[ROWS][V], std::int64_t row0) {  // the trip loop's butterfly and store
         if constexpr (EXACTQ_QMV_SCATTER_BUTTERFLY >= 1 && kScatterShift<ROWS> >= 0) {
@@ -688,10 +692,7 @@ __global__ void __launch_bounds__(kFamilyWarps<V> * 32, kFamilyMinBlocks<V, ROWS
       if (tiles > 1 || trip == 0) {
         if (trip == 0 && tile == 0) wait_for_previous_grid();  // x may be the previous kernel's output
         __syncthreads();  // everyone is done with the previous tile
-        if constexpr (EXACTQ_QMV_FAST_STAGING)
-          stage_integers_fast<BITS, V, PARAM>(pieces, facts, p.tile_values, p, v0, first, count);
-        else
-          stage_integers<BITS, V>(pieces, facts, p.tile_values, p, v0, first, count);
+        stage_x(first, count);
         __syncthreads();
       }
       auto step = [&](const std::uint32_t (&w)[ROWS][BITS], const std::uint32_t (&sc_bits)[ROWS],

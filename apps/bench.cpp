@@ -37,7 +37,6 @@ nlohmann::json run_bench(const BenchConfig& c, Backend& backend) {
                    {"overlap_launch", c.options.overlap_launch},
                    {"qmv_l2_prefetch_rounds", c.options.qmv_l2_prefetch_rounds},
                    {"qmv_split_last_trip", c.options.qmv_split_last_trip},
-                   {"qmv_balanced", c.options.qmv_balanced},
                    {"mma_layout", c.mma_layout == WeightLayout::mlx ? "mlx" : "fragments"}};
   out["read_ceiling_gb_s"] = ceiling / 1e9;
   out["kernel_resources"] = backend.kernel_resources(c.bits);

@@ -111,9 +111,6 @@ void add_tuning_options(CLI::App* cmd, QmvOptions& options) {
   cmd->add_option("--qmv-split-last-trip", options.qmv_split_last_trip,
                   "CUDA qmv: split the K of a partial last trip's tasks (-1: default, 0 or 1)")
       ->capture_default_str();
-  cmd->add_option("--qmv-balanced", options.qmv_balanced,
-                  "CUDA qmv built with EXACTQ_QMV_BALANCED: each block's rounds shared by its warps (-1: by shape, 0 or 1)")
-      ->capture_default_str();
 }
 
 void check_tuning_options(const QmvOptions& options) {
@@ -123,8 +120,6 @@ void check_tuning_options(const QmvOptions& options) {
   if (options.qmv_split_last_trip < -1 || options.qmv_split_last_trip > 1)
     throw std::invalid_argument(
         fmt::format("--qmv-split-last-trip {} must be -1, 0 or 1", options.qmv_split_last_trip));
-  if (options.qmv_balanced < -1 || options.qmv_balanced > 1)
-    throw std::invalid_argument(fmt::format("--qmv-balanced {} must be -1, 0 or 1", options.qmv_balanced));
 }
 
 std::vector<QmvOptions> parse_tuning_sweep(std::string_view text, const QmvOptions& base) {

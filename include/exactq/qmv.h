@@ -54,11 +54,6 @@ struct QmvOptions {
   // K split over 2 or 4 warps, in qmv's order (src/cuda/qmv_family.cuh). -1: the launcher's
   // choice; 0: only where all tasks fit in one trip; 1: on. Numerically irrelevant: a tuning knob.
   int qmv_split_last_trip = -1;
-  // CUDA qmv, where built with -DEXACTQ_QMV_BALANCED=1 (not yet measured): K in one tile and
-  // each block's rounds shared evenly by its warps, in qmv's order. -1: where the launcher
-  // counts fewer rounds for the busiest warp; 1: wherever it fits (tests); 0: never.
-  // Numerically irrelevant: a tuning knob.
-  int qmv_balanced = -1;
 };
 
 // Throws std::invalid_argument naming the bad value when the matrix, M, or a buffer size is off,

@@ -78,8 +78,6 @@ void qmv(Kernel kernel, const QuantizedMatrixView& w, std::span<const std::byte>
   if (options.qmv_split_last_trip < -1 || options.qmv_split_last_trip > 1)
     throw std::invalid_argument("[exactq] qmv_split_last_trip = " + std::to_string(options.qmv_split_last_trip) +
                                 " must be -1, 0 or 1");
-  if (options.qmv_balanced < -1 || options.qmv_balanced > 1)
-    throw std::invalid_argument("[exactq] qmv_balanced = " + std::to_string(options.qmv_balanced) + " must be -1, 0 or 1");
   const auto s = static_cast<cudaStream_t>(stream);
   switch (kernel) {
     case Kernel::qmv: launch_qmv(w, x.data(), 0, m, y.data(), options, s); break;

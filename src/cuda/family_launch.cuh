@@ -23,13 +23,9 @@ inline int family_tile(std::int64_t k, int vectors) {
   return k_tile(k, vectors, 1.0 / 16, kFamilySharedBudget);  // 4 bytes of X per value at most, + a float2 of facts per 32
 }
 
-// The dynamic shared memory a family kernel may ask for. With the balanced path compiled in, its
-// park may take a block past 100 KB, up to the H200's opt-in limit (227 KB).
-inline constexpr std::size_t kFamilyMaxShared = (kBalancedCode ? 227 : 100) * 1024;
-
 template <int BITS, int V, int ROWS, int PARAM>
-int family_blocks_per_sm(std::size_t smem) {  // at least 1, also where smem exceeds the limit
-  return resident_blocks<qmv_family_kernel<BITS, V, ROWS, PARAM>>(kFamilyWarps<V> * 32, smem, int(kFamilyMaxShared));
+int family_blocks_per_sm(std::size_t smem) {
+  return resident_blocks<qmv_family_kernel<BITS, V, ROWS, PARAM>>(kFamilyWarps<V> * 32, smem, 100 * 1024);
 }
 
 // Launches `tiles` tiles of V vectors starting at vector_offset.
@@ -40,7 +36,7 @@ void launch_family(const QuantizedMatrixView& w, const void* x, std::int64_t vec
     throw std::invalid_argument("[exactq] N * K / group = " + std::to_string(w.n * (w.k / w.group)) +
                                 " group parameters: the CUDA qmv family indexes them with 32 bits (at most 2^31 - 1)");
   QmvParams p{w.packed.data(), w.scales.data(), w.biases.data(), x, y, w.n, w.k, 0, w.group, family_tile(w.k, V),
-              w.dtype, 1, 0, 0};
+              w.dtype, 1, 0};
   const std::int64_t tasks = (w.n + ROWS - 1) / ROWS;
   // qmv with one K tile: the tasks of a partial last trip over the resident warps (with fewer
   // tasks than warps, the only trip) have their K split over 2 or 4 warps, as many as the trip
@@ -62,37 +58,12 @@ void launch_family(const QuantizedMatrixView& w, const void* x, std::int64_t vec
       if (tasks * s <= slots || (split_last_trip && last_trip > 0 && last_trip * s <= slots)) p.split = s;
     }
   }
-  std::size_t smem = family_shared_bytes<BITS>(V, p.tile_values) + split_park_bytes(p.split, ROWS, w.k);
+  const std::size_t smem = family_shared_bytes<BITS>(V, p.tile_values) + split_park_bytes(p.split, ROWS, w.k);
   const std::int64_t resident = std::int64_t(family_blocks_per_sm<BITS, V, ROWS, PARAM>(smem)) * sm_count();
   // As many blocks as fit, each with at least one task: when there are fewer tasks than resident
   // warps, they spread over every SM (some warps of each block only stage) instead of filling
   // whole blocks on a subset of the SMs (measured: qwen.down 26.0 -> 22.9 us).
-  unsigned grid_x = unsigned(tasks < resident ? tasks : resident);
-  // The balanced path (EXACTQ_QMV_BALANCED compiled in; qmv_family.cuh): K in one tile and each
-  // block's rounds shared by its warps, where that leaves the busiest warp fewer rounds than the
-  // trips and their split do, and x and the park fit the blocks per SM that the registers allow.
-  // QmvOptions::qmv_balanced = 1 takes it wherever it fits (tests), 0 never. From N, K and the
-  // device only.
-  if constexpr (V == 1 && kBalancedCode) {
-    if (options.qmv_balanced != 0) {
-      const std::int64_t rounds = family_rounds(w.k);
-      const std::int64_t trips_rounds =
-          schedule::trips_busiest_rounds(tasks, rounds, std::int64_t(grid_x) * kFamilyWarps<V>, p.split);
-      const int per_sm = kFamilyMinBlocks<V, ROWS>;  // the registers' limit (launch bounds)
-      const std::int64_t blocks = std::min<std::int64_t>(tasks, std::int64_t(per_sm) * sm_count());
-      const std::int64_t units = schedule::max_block_units(tasks, blocks, rounds);
-      const int whole_k = int((w.k + 1023) / 1024 * 1024);
-      const std::size_t balanced_smem = family_shared_bytes<BITS>(1, whole_k) + std::size_t(units) * ROWS * 32 * 4;
-      const bool fits = balanced_smem <= kFamilyMaxShared &&
-                        family_blocks_per_sm<BITS, V, ROWS, PARAM>(balanced_smem) >= per_sm;
-      if (fits && (options.qmv_balanced == 1 ||
-                   schedule::balanced_busiest_rounds(tasks, rounds, blocks, kFamilyWarps<V>) < trips_rounds)) {
-        p.balanced = 1, p.split = 1, p.tile_values = whole_k;
-        smem = balanced_smem;
-        grid_x = unsigned(blocks);
-      }
-    }
-  }
+  const unsigned grid_x = unsigned(tasks < resident ? tasks : resident);
   // qmv at 4 bits with many trips per warp: each row's bytes one round beyond the register
   // prefetch are requested into L2. Session 17 call 14 (the honest weight copies, two passes):
   // Gemma's head (31 trips) 142.5 -> 140.3 us, Llama's head (15.2) 74.8 -> 74.1; with fewer trips

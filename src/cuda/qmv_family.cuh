@@ -15,7 +15,6 @@
 // instructions per code and capped qmv near 66 % of the ceiling (decision 0003).
 #pragma once
 
-#include "common/qmv_schedule.h"
 #include "cuda/common.cuh"
 
 namespace exactq::cuda_detail {
@@ -33,7 +32,6 @@ struct QmvParams {
   DType dtype;
   int split;  // qmv, one K tile: warps per task of the last trip (1, 2 or 4), K cut into that many runs of rounds
   int l2_prefetch_rounds;  // qmv: rows' bytes this many rounds beyond the register prefetch go to L2 (0: none)
-  int balanced;  // qmv, K in one tile: each block's rounds shared evenly by its warps (EXACTQ_QMV_BALANCED)
 };
 
 // ---- x in shared memory: the integers X of order.h, per chunk ------------------------------------
@@ -151,13 +149,13 @@ __device__ __forceinline__ void stage_integers(uint4* pieces, float2* facts, int
   }
 }
 
-// A -D knob, not yet measured (session 19, whose device was not lent): x staged by
-// stage_integers_fast. The same X, S and u as stage_integers (order::staged_*, checked against
-// order::exact_chunk by tests/cpu StagedChunkEqualsExactChunk), in fewer instructions and
-// registers, which is what x's staging costs (session 18: 2 of 14 us on 3840x15360, issue-bound).
-#ifndef EXACTQ_QMV_FAST_STAGING
-#define EXACTQ_QMV_FAST_STAGING 0
-#endif
+// x staged by stage_integers_fast in qmv_streamed (V > 1), by stage_integers in qmv. The same X, S
+// and u (order::staged_*, checked against order::exact_chunk by tests/cpu
+// StagedChunkEqualsExactChunk), in fewer instructions. Session 20, same call: qmv_streamed 3-10 %
+// faster at M = 2-16 (each block stages V vectors of x); qmv 5-6 % slower on the heads and 4 % on
+// 28672x8192, where staging is a small part of the time (the loop's code around it changes).
+template <int V>
+inline constexpr bool kFastStaging = V > 1;
 
 // One chunk's pieces from its values (value(i), i = 0..31) and E, with order::staged_*: one fma
 // per X, the digits' 0x8080 xor once per packed word. A dp4a slot's four values are made when the
@@ -355,7 +353,9 @@ __device__ __forceinline__ void chunk_step(const std::uint32_t (&w)[ROWS][BITS],
   }
 }
 
-// Blocks per SM the register budget is sized for: 2 (128 registers) up to V = 5, 1 from V = 6 on.
+// Blocks per SM the register budget is sized for: 2 (128 registers) up to V = 4, 1 from V = 5 on.
+// V = 5 at two blocks spilled 200 bytes; at one (211 registers, no spill) it is 1.1-1.5x faster
+// (session 20: 3840x15360 56.4 -> 37.4 us).
 // qmv's 2-row kernels (5, 6, 8 bits) at 2 blocks per SM: at 3 (80 registers) they spilled 20-92
 // bytes, and 8-bit 28672x8192 took 79.8 us instead of 62.0 us. A -D knob for tuning.
 #ifndef EXACTQ_QMV_TWO_ROW_BLOCKS
@@ -363,7 +363,7 @@ __device__ __forceinline__ void chunk_step(const std::uint32_t (&w)[ROWS][BITS],
 #endif
 template <int V, int ROWS>
 inline constexpr int kFamilyMinBlocks =  // counted for 8-warp blocks, then scaled to kFamilyWarps
-    V >= 6 ? 1 : ((V == 1 && ROWS <= 2 ? EXACTQ_QMV_TWO_ROW_BLOCKS : 2) * kWarps + kFamilyWarps<V> - 1) / kFamilyWarps<V>;
+    V >= 5 ? 1 : ((V == 1 && ROWS <= 2 ? EXACTQ_QMV_TWO_ROW_BLOCKS : 2) * kWarps + kFamilyWarps<V> - 1) / kFamilyWarps<V>;
 
 // A -D knob for A/Bs (session 14 §2): 0 compiles the L2 prefetch out of every kernel, and with
 // it the branch that keeps ptxas from sinking the 4-bit loads (see `prefetch` below).
@@ -443,15 +443,6 @@ inline constexpr int kParamFetch = V == 1 ? EXACTQ_QMV_PARAM_FETCH : 0;
 #endif
 inline constexpr bool kStageTwoRounds = EXACTQ_QMV_STAGE_TWO_ROUNDS != 0;
 
-// A -D knob, not yet measured (session 19; scripts/sessions/gpu_session19.sh): qmv's rounds shared
-// evenly by each block's warps where the trips leave warps idle (decision 0003, session 19: Qwen's
-// down projection has 1280 tasks of 17 rounds for 2112 warps and no K split: 17 rounds for the
-// busiest warp, 11 shared). Compiles the path in; the launcher chooses it per shape (p.balanced).
-#ifndef EXACTQ_QMV_BALANCED
-#define EXACTQ_QMV_BALANCED 0
-#endif
-inline constexpr bool kBalancedCode = EXACTQ_QMV_BALANCED != 0;
-
 template <int BITS, int V, int ROWS, int PARAM>
 __global__ void __launch_bounds__(kFamilyWarps<V> * 32, kFamilyMinBlocks<V, ROWS>)
     qmv_family_kernel(const QmvParams p) {
@@ -529,129 +520,6 @@ __global__ void __launch_bounds__(kFamilyWarps<V> * 32, kFamilyMinBlocks<V, ROWS
     }
   };
 
-  // x's tile [first, first + count) into shared memory (the caller synchronises around it).
-  auto stage_x = [&](std::int64_t first, int count) {
-    if constexpr (EXACTQ_QMV_FAST_STAGING)
-      stage_integers_fast<BITS, V, PARAM>(pieces, facts, p.tile_values, p, v0, first, count);
-    else
-      stage_integers<BITS, V>(pieces, facts, p.tile_values, p, v0, first, count);
-  };
-  // Balanced (qmv, K in one tile, p.balanced): block b takes the contiguous tasks [t0, t1), and its
-  // warps share their (task, round) units evenly: warp w runs units [w U / W, (w + 1) U / W) in
-  // increasing order, in segments of one task each. The warp that runs a task's round 0 owns it
-  // and adds its rounds into the lanes' chains; a segment that starts later parks each chunk's
-  // folded value (per unit, row and lane), and after one barrier the owner adds the parked rounds
-  // in increasing order: the split trip's order with uneven parts, so every bit is unchanged. An
-  // owned task that its warp ends is finished at once; only a warp's last segment can wait.
-  if constexpr (kBalancedCode && V == 1) {
-    if (p.balanced) {
-      const int rounds = rounds_total, chunks = int(p.k / kChunkValues);
-      const schedule::Range block = schedule::block_tasks(tasks, gridDim.x, blockIdx.x);
-      const std::int64_t t0 = block.begin, units = (block.end - block.begin) * rounds;
-      const schedule::Range run = schedule::warp_units(units, kFamilyWarps<V>, warp);
-      const int u_begin = int(run.begin), u_end = int(run.end);
-      float* const park_area = reinterpret_cast<float*>(facts + tile_chunks);  // [units][ROWS][32]
-      auto park_at = [&](int unit, int r) -> float& { return park_area[(std::size_t(unit) * ROWS + r) * 32 + lane]; };
-      // The first segment's first round is in flight while x is staged.
-      if (u_begin < u_end) {
-        point((t0 + u_begin / rounds) * ROWS);
-        const int c = lane + 32 * (u_begin % rounds);
-        if (c < chunks) load_round(c, wa, sa, ba);
-      }
-      wait_for_previous_grid();  // x may be the previous kernel's output
-      __syncthreads();
-      stage_x(0, int(p.k));
-      __syncthreads();
-      auto finish = [&](float (&total)[ROWS][V], std::int64_t row0) {  // the trip loop's butterfly and store
-        if constexpr (EXACTQ_QMV_SCATTER_BUTTERFLY >= 1 && kScatterShift<ROWS> >= 0) {
-          float held[ROWS];
-#pragma unroll
-          for (int r = 0; r < ROWS; ++r) held[r] = total[r][0];
-          const float mine = butterfly_scatter<ROWS>(held, lane);
-          const int r = lane >> kScatterShift<ROWS>;
-          if ((lane & ((1 << kScatterShift<ROWS>) - 1)) == 0 && row0 + r < p.n)
-            store_f32(p.y, std::size_t(v0 * p.n + row0 + r), p.dtype, mine);
-        } else {
-#pragma unroll
-          for (int r = 0; r < ROWS; ++r) {
-            const float own[1] = {total[r][0]};
-            total[r][0] = butterfly_scatter<1>(own, lane);
-          }
-          if (lane == 0)
-#pragma unroll
-            for (int r = 0; r < ROWS; ++r)
-              if (row0 + r < p.n) store_f32(p.y, std::size_t(v0 * p.n + row0 + r), p.dtype, total[r][0]);
-        }
-      };
-      float total[ROWS][V];
-      int pending_unit = -1;  // the unit after the owned task's last own round, if it waits for parked ones
-      for (int u = u_begin; u < u_end;) {
-        const schedule::Segment segment = schedule::run_segment(u, u_end, rounds);
-        const int task_unit = segment.task * rounds;  // the task's round 0
-        const int r_begin = segment.round_begin, r_end = segment.round_end;
-        const std::int64_t row0 = (t0 + segment.task) * ROWS;
-        const bool owner = segment.owner();
-#pragma unroll
-        for (int r = 0; r < ROWS; ++r) total[r][0] = 0.0f;
-        int c = lane + 32 * r_begin;
-        const int c_end = chunks < 32 * r_end ? chunks : 32 * r_end;
-        auto step = [&](const std::uint32_t (&w)[ROWS][BITS], const std::uint32_t (&sc_bits)[ROWS],
-                        const std::uint32_t (&bi_bits)[ROWS], int c) {
-          float sc[ROWS], bi[ROWS];
-#pragma unroll
-          for (int r = 0; r < ROWS; ++r)
-            sc[r] = param_value<PARAM>(sc_bits[r], p.dtype), bi[r] = param_value<PARAM>(bi_bits[r], p.dtype);
-          if (owner) {
-            chunk_step<BITS, V, ROWS>(w, sc, bi, pieces, vector_stride, facts, tile_chunks, c, total);
-          } else {
-            float folded[ROWS][V];
-            chunk_step<BITS, V, ROWS, true>(w, sc, bi, pieces, vector_stride, facts, tile_chunks, c, folded);
-#pragma unroll
-            for (int r = 0; r < ROWS; ++r) park_at(task_unit + c / 32, r) = folded[r][0];
-          }
-        };
-        // As in the trip loop, the prefetch's branch keeps ptxas from sinking the next round's loads.
-        auto prefetch = [&](int c) {
-          if constexpr (kPrefetchCode) {
-            const int ahead = c + 32 * (1 + p.l2_prefetch_rounds);
-            if (p.l2_prefetch_rounds > 0 && ahead < c_end)
-#pragma unroll
-              for (int r = 0; r < ROWS; ++r)
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(wrow[r] + std::int64_t(ahead) * (4 * BITS)));
-          }
-        };
-        while (c < c_end) {
-          if (c + 32 < c_end) load_round(c + 32, wb, sb, bb);
-          prefetch(c);
-          step(wa, sa, ba, c);
-          c += 32;
-          if (c >= c_end) break;
-          if (c + 32 < c_end) load_round(c + 32, wa, sa, ba);
-          prefetch(c);
-          step(wb, sb, bb, c);
-          c += 32;
-        }
-        u += r_end - r_begin;
-        // The next segment's first round, before this one's butterfly and store (as kCarry does).
-        if (u < u_end) {
-          point((t0 + u / rounds) * ROWS);
-          if (lane < chunks) load_round(lane, wa, sa, ba);  // a later segment starts at round 0
-        }
-        if (owner && r_end == rounds) finish(total, row0);
-        else if (owner) pending_unit = task_unit + r_end;
-      }
-      __syncthreads();  // every parked value is written
-      if (pending_unit >= 0) {  // the same for the whole warp
-        const int task_unit = pending_unit - pending_unit % rounds;
-        for (int round = pending_unit - task_unit; round < rounds && lane + 32 * round < chunks; ++round)
-#pragma unroll
-          for (int r = 0; r < ROWS; ++r) total[r][0] = order::lane_add(total[r][0], park_at(task_unit + round, r));
-        finish(total, (t0 + task_unit / rounds) * ROWS);
-      }
-      return;
-    }
-  }
-
   for (std::int64_t trip = 0; trip < trips; ++trip) {
     const bool split_trip = trip == whole_trips;  // the same for every warp of the grid
     const int split = split_trip ? last_split : 1;
@@ -692,7 +560,10 @@ __global__ void __launch_bounds__(kFamilyWarps<V> * 32, kFamilyMinBlocks<V, ROWS
       if (tiles > 1 || trip == 0) {
         if (trip == 0 && tile == 0) wait_for_previous_grid();  // x may be the previous kernel's output
         __syncthreads();  // everyone is done with the previous tile
-        stage_x(first, count);
+        if constexpr (kFastStaging<V>)
+          stage_integers_fast<BITS, V, PARAM>(pieces, facts, p.tile_values, p, v0, first, count);
+        else
+          stage_integers<BITS, V>(pieces, facts, p.tile_values, p, v0, first, count);
         __syncthreads();
       }
       auto step = [&](const std::uint32_t (&w)[ROWS][BITS], const std::uint32_t (&sc_bits)[ROWS],

@@ -86,7 +86,13 @@ TEST(CudaQmv, EqualsCpuMirrorForEveryFormat) {
         for (Kernel kernel : kernels) {
           SCOPED_TRACE(std::string(to_string(kernel)) + " bits " + std::to_string(bits) + " group " +
                        std::to_string(group) + " " + std::string(to_string(dtype)));
-          EXPECT_EQ(differing(run_gpu(kernel, p, p.x, m), run_cpu(kernel, p, p.x, m)), 0);
+          const std::vector<std::byte> cpu = run_cpu(kernel, p, p.x, m);
+          EXPECT_EQ(differing(run_gpu(kernel, p, p.x, m), cpu), 0);
+          if (kernel == Kernel::qmv_streamed) {  // passes of 4 and 3 too (the dtype as a template argument)
+            QmvOptions four;
+            four.streamed_max_vectors = 4;
+            EXPECT_EQ(differing(run_gpu(kernel, p, p.x, m, four), cpu), 0) << "passes of 4 and 3";
+          }
         }
       }
 }
@@ -161,38 +167,25 @@ TEST(CudaQmv, EqualsCpuMirrorOverSeveralTrips) {
           options.qmv_split_last_trip = split;
           EXPECT_EQ(differing(run_gpu(Kernel::qmv, p, p.x, m, options), cpu), 0);
         }
-      QmvOptions balanced;  // each block's rounds shared by its warps, where built in and it fits
-      balanced.qmv_balanced = 1;
-      EXPECT_EQ(differing(run_gpu(Kernel::qmv, p, p.x, m, balanced), cpu), 0) << "balanced";
     }
 }
 
-// The balanced path (built with -DEXACTQ_QMV_BALANCED=1; elsewhere these run the trips): fewer
-// tasks than warps with long rows, so a block's warps split tasks at uneven rounds, park, and
-// leave their last task waiting for the parked rounds; blocks of one task where some warps have
-// no rounds at all; a partial last round (K = 8192 + 96: 259 chunks); one round of 20 chunks
-// (K = 640, forced only); rows past N.
-TEST(CudaQmv, BalancedRoundsEqualCpuMirror) {
+// qmv_streamed's passes where the matrix has many rows: from 8 trips per warp of the two-block
+// kernels (on the H200, 16896 tasks of 4 rows) Vmax is 4, below it 8. N on both sides of that,
+// M with a remainder pass of every width; 3 and 4 bits (the V <= 4 kernels spill at 3).
+TEST(CudaQmv, StreamedPassesOnManyRowsEqualCpuMirror) {
   REQUIRE_GPU();
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  struct Case {
-    int bits;
-    std::int64_t n, k;
-    DType dtype;
-  };
-  for (Case c : {Case{4, 4 * 700 + 3, 8192 + 96, DType::bf16}, Case{4, 4 * 200, 2048, DType::f16},
-                 Case{8, 2 * 900 + 1, 6144, DType::f32}, Case{3, 4 * 1280, 5120, DType::bf16},
-                 Case{2, 4 * 333 + 1, 16384 + 1024, DType::f16}, Case{4, 4 * 300 + 1, 640, DType::f32}})
-    for (std::int64_t m : {1, 3}) {
-      SCOPED_TRACE("bits " + std::to_string(c.bits) + " N " + std::to_string(c.n) + " K " + std::to_string(c.k) +
-                   " M " + std::to_string(m));
-      const Problem p = make_problem(c.n, c.k, c.bits, 64, c.dtype, m, seed + std::uint64_t(c.n * 3 + m));
-      const std::vector<std::byte> cpu = run_cpu(Kernel::qmv, p, p.x, m);
-      for (int choice : {-1, 1}) {
-        QmvOptions options;
-        options.qmv_balanced = choice;
-        EXPECT_EQ(differing(run_gpu(Kernel::qmv, p, p.x, m, options), cpu), 0) << "qmv_balanced " << choice;
+  for (std::int64_t n : {4 * 16896 + 5, 4 * 16896 - 7})
+    for (int bits : {3, 4}) {
+      const std::int64_t m_max = 11;
+      const Problem p = make_problem(n, 1024, bits, 64, DType::bf16, m_max, seed + std::uint64_t(n + bits));
+      const std::size_t row = std::size_t(1024) * 2;
+      for (std::int64_t m : {5, 6, 7, 9, 11}) {
+        SCOPED_TRACE("N " + std::to_string(n) + " bits " + std::to_string(bits) + " M " + std::to_string(m));
+        const std::vector<std::byte> xm(p.x.begin(), p.x.begin() + std::ptrdiff_t(m * row));
+        EXPECT_EQ(differing(run_gpu(Kernel::qmv_streamed, p, xm, m), run_cpu(Kernel::qmv, p, xm, m)), 0);
       }
     }
 }
@@ -352,11 +345,6 @@ TEST(CudaQmv, RejectsBadArguments) {
     bad.qmv_split_last_trip = next;
     EXPECT_THROW(cuda::qmv(Kernel::qmv, p.device.view, dx.bytes(), 2, dy.bytes(), bad), std::invalid_argument)
         << rounds << " " << next;
-  }
-  for (int balanced : {-2, 2}) {
-    QmvOptions bad;
-    bad.qmv_balanced = balanced;
-    EXPECT_THROW(cuda::qmv(Kernel::qmv, p.device.view, dx.bytes(), 2, dy.bytes(), bad), std::invalid_argument) << balanced;
   }
   // Misaligned device pointers are refused before any launch (they would fault on the device).
   cuda::DeviceBuffer shifted(p.x.size() + 16);

@@ -19,13 +19,33 @@ inline constexpr double kFamilySharedBudget = 72 * 1024;
 #define EXACTQ_QMV_SPLIT_MAX 4
 #endif
 
-inline int family_tile(std::int64_t k, int vectors) {
-  return k_tile(k, vectors, 1.0 / 16, kFamilySharedBudget);  // 4 bytes of X per value at most, + a float2 of facts per 32
+// qmv_streamed (V > 1) with EXACTQ_STREAMED_WHOLE_SM_TILES (a -D knob, session 20): x's tile
+// takes the shared memory of the blocks per SM that the registers allow (two up to V = 4, one
+// from V = 5), at the bytes each value stages at BITS. Where x needs several tiles, a block
+// re-stages each of them on every trip (at V = 8, K = 8192 is 4 tiles of 72 KB, 1 of 208 KB).
+#ifndef EXACTQ_STREAMED_WHOLE_SM_TILES
+#define EXACTQ_STREAMED_WHOLE_SM_TILES 0
+#endif
+template <int V>
+inline constexpr bool kWholeSmTiles = V > 1 && EXACTQ_STREAMED_WHOLE_SM_TILES != 0;
+inline constexpr int kSmSharedBytes = 228 * 1024, kBlockMaxSharedBytes = 227 * 1024, kBlockReservedBytes = 1024;
+template <int V>
+inline constexpr int kFamilyMaxShared = kWholeSmTiles<V> ? kBlockMaxSharedBytes : 100 * 1024;
+
+template <int BITS, int V, int ROWS>
+int family_tile(std::int64_t k) {
+  if constexpr (kWholeSmTiles<V>) {
+    const int per_sm = kSmSharedBytes / kFamilyMinBlocks<V, ROWS> - kBlockReservedBytes;
+    const int budget = per_sm < kBlockMaxSharedBytes ? per_sm : kBlockMaxSharedBytes;
+    const double bytes_per_value = double(16 * kPieces<BITS> + 8) / kChunkValues;  // family_shared_bytes'
+    return k_tile(k, V, bytes_per_value / 4 - 1, budget);
+  }
+  return k_tile(k, V, 1.0 / 16, kFamilySharedBudget);  // 4 bytes of X per value at most, + a float2 of facts per 32
 }
 
 template <int BITS, int V, int ROWS, int PARAM>
 int family_blocks_per_sm(std::size_t smem) {
-  return resident_blocks<qmv_family_kernel<BITS, V, ROWS, PARAM>>(kFamilyWarps<V> * 32, smem, 100 * 1024);
+  return resident_blocks<qmv_family_kernel<BITS, V, ROWS, PARAM>>(kFamilyWarps<V> * 32, smem, kFamilyMaxShared<V>);
 }
 
 // Launches `tiles` tiles of V vectors starting at vector_offset.
@@ -35,7 +55,7 @@ void launch_family(const QuantizedMatrixView& w, const void* x, std::int64_t vec
   if (w.n * (w.k / w.group) >= (std::int64_t(1) << 31))
     throw std::invalid_argument("[exactq] N * K / group = " + std::to_string(w.n * (w.k / w.group)) +
                                 " group parameters: the CUDA qmv family indexes them with 32 bits (at most 2^31 - 1)");
-  QmvParams p{w.packed.data(), w.scales.data(), w.biases.data(), x, y, w.n, w.k, 0, w.group, family_tile(w.k, V),
+  QmvParams p{w.packed.data(), w.scales.data(), w.biases.data(), x, y, w.n, w.k, 0, w.group, family_tile<BITS, V, ROWS>(w.k),
               w.dtype, 1, 0};
   const std::int64_t tasks = (w.n + ROWS - 1) / ROWS;
   // qmv with one K tile: the tasks of a partial last trip over the resident warps (with fewer
@@ -99,7 +119,7 @@ template <int BITS, int V, int ROWS, int PARAM>
 cuda::KernelResources family_resources() {
   cudaFuncAttributes a{};
   EXACTQ_CUDA_CHECK(cudaFuncGetAttributes(&a, qmv_family_kernel<BITS, V, ROWS, PARAM>));
-  const std::size_t smem = family_shared_bytes<BITS>(V, family_tile(4096, V));
+  const std::size_t smem = family_shared_bytes<BITS>(V, family_tile<BITS, V, ROWS>(4096));
   return {a.numRegs, int(a.localSizeBytes), a.maxThreadsPerBlock, family_blocks_per_sm<BITS, V, ROWS, PARAM>(smem)};
 }
 

@@ -19,15 +19,14 @@ inline constexpr double kFamilySharedBudget = 72 * 1024;
 #define EXACTQ_QMV_SPLIT_MAX 4
 #endif
 
-// qmv_streamed (V > 1) with EXACTQ_STREAMED_WHOLE_SM_TILES (a -D knob, session 20): x's tile
-// takes the shared memory of the blocks per SM that the registers allow (two up to V = 4, one
-// from V = 5), at the bytes each value stages at BITS. Where x needs several tiles, a block
-// re-stages each of them on every trip (at V = 8, K = 8192 is 4 tiles of 72 KB, 1 of 208 KB).
-#ifndef EXACTQ_STREAMED_WHOLE_SM_TILES
-#define EXACTQ_STREAMED_WHOLE_SM_TILES 0
-#endif
+// qmv_streamed (V > 1): x's tile takes the shared memory of the blocks per SM that the registers
+// allow (two up to V = 4, one from V = 5), at the bytes each value stages at BITS. Where x needs
+// several tiles, a block re-stages each of them on every trip: at V = 8, K = 8192 was four tiles
+// of the 72 KB budget and is one of 208 KB. Session 20 call 4, same call: 28672x8192 at M = 16
+// 372 -> 281 us, 15360x3840 110 -> 87, the heads unchanged (K in one tile either way), 2-5 %
+// slower at M = 2-4 on 3840x15360. qmv (V = 1) keeps the 72 KB budget.
 template <int V>
-inline constexpr bool kWholeSmTiles = V > 1 && EXACTQ_STREAMED_WHOLE_SM_TILES != 0;
+inline constexpr bool kWholeSmTiles = V > 1;
 inline constexpr int kSmSharedBytes = 228 * 1024, kBlockMaxSharedBytes = 227 * 1024, kBlockReservedBytes = 1024;
 template <int V>
 inline constexpr int kFamilyMaxShared = kWholeSmTiles<V> ? kBlockMaxSharedBytes : 100 * 1024;

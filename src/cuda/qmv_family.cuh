@@ -151,8 +151,8 @@ __device__ __forceinline__ void stage_integers(uint4* pieces, float2* facts, int
 
 // x staged by stage_integers_fast in qmv_streamed (V > 1), by stage_integers in qmv. The same X, S
 // and u (order::staged_*, checked against order::exact_chunk by tests/cpu
-// StagedChunkEqualsExactChunk), in fewer instructions. Session 20, same call: qmv_streamed 3-10 %
-// faster at M = 2-16 (each block stages V vectors of x); qmv 5-6 % slower on the heads and 4 % on
+// StagedChunkEqualsExactChunk), in fewer instructions. Session 20, same call: qmv_streamed 0.3-11 %
+// faster at M = 2-16 (each block stages V vectors of x); qmv 6 % slower on the heads and 4 % on
 // 28672x8192, where staging is a small part of the time (the loop's code around it changes).
 template <int V>
 inline constexpr bool kFastStaging = V > 1;
@@ -354,7 +354,7 @@ __device__ __forceinline__ void chunk_step(const std::uint32_t (&w)[ROWS][BITS],
 }
 
 // Blocks per SM the register budget is sized for: 2 (128 registers) up to V = 4, 1 from V = 5 on.
-// V = 5 at two blocks spilled 200 bytes; at one (211 registers, no spill) it is 1.1-1.5x faster
+// V = 5 at two blocks spilled 200 bytes; at one (211 registers, no spill) it is 1.05-1.5x faster
 // (session 20: 3840x15360 56.4 -> 37.4 us).
 // qmv's 2-row kernels (5, 6, 8 bits) at 2 blocks per SM: at 3 (80 registers) they spilled 20-92
 // bytes, and 8-bit 28672x8192 took 79.8 us instead of 62.0 us. A -D knob for tuning.

@@ -25,15 +25,13 @@ inline constexpr double kFamilySharedBudget = 72 * 1024;
 // of the 72 KB budget and is one of 208 KB. Session 20 call 4, same call: 28672x8192 at M = 16
 // 372 -> 281 us, 15360x3840 110 -> 87, the heads unchanged (K in one tile either way), 2-5 %
 // slower at M = 2-4 on 3840x15360. qmv (V = 1) keeps the 72 KB budget.
-template <int V>
-inline constexpr bool kWholeSmTiles = V > 1;
 inline constexpr int kSmSharedBytes = 228 * 1024, kBlockMaxSharedBytes = 227 * 1024, kBlockReservedBytes = 1024;
 template <int V>
-inline constexpr int kFamilyMaxShared = kWholeSmTiles<V> ? kBlockMaxSharedBytes : 100 * 1024;
+inline constexpr int kFamilyMaxShared = V > 1 ? kBlockMaxSharedBytes : 100 * 1024;
 
 template <int BITS, int V, int ROWS>
 int family_tile(std::int64_t k) {
-  if constexpr (kWholeSmTiles<V>) {
+  if constexpr (V > 1) {
     const int per_sm = kSmSharedBytes / kFamilyMinBlocks<V, ROWS> - kBlockReservedBytes;
     const int budget = per_sm < kBlockMaxSharedBytes ? per_sm : kBlockMaxSharedBytes;
     const double bytes_per_value = double(16 * kPieces<BITS> + 8) / kChunkValues;  // family_shared_bytes'

@@ -70,9 +70,9 @@ std::size_t family_shared_bytes(int vectors, int tile_values) {
 // Rounds of a row: a chunk per lane per round.
 EXACTQ_HD int family_rounds(std::int64_t k) { return int((k / kChunkValues + 31) / 32); }
 
-// Warps per block. A -D knob for qmv (V = 1), not yet measured (session 18, whose device calls
-// after the second were refused): with 16, one block per SM stages x once instead of twice, and
-// x's staging costs 2 of 14 us on 3840x15360 (session 18 call 2). scripts/sessions/gpu_session19.sh.
+// Warps per block. A -D knob for qmv (V = 1): with 16, one block per SM stages x once instead of
+// twice. Session 20 call 1 (scripts/sessions/gpu_session20.sh): within 5 % of 8 warps, faster on
+// the down projections and slower on the gate/up ones, so 8 stays.
 #ifndef EXACTQ_QMV_WARPS
 #define EXACTQ_QMV_WARPS 8
 #endif
@@ -435,9 +435,10 @@ inline constexpr int kScatterShift = COUNT == 2 ? 4 : COUNT == 4 ? 3 : COUNT == 
 template <int V>
 inline constexpr int kParamFetch = V == 1 ? EXACTQ_QMV_PARAM_FETCH : 0;
 
-// A -D knob, not yet measured (session 18; scripts/sessions/gpu_session19.sh): a tile's first two
-// rounds in flight while x is staged, not one. Memory traffic only. Session 11 measured it 8 %
-// slower in a prototype at K = 3840; the staging it would hide is longest at large K.
+// A -D knob, not yet measured (session 18; scripts/sessions/gpu_session18c.sh, never run): a
+// tile's first two rounds in flight while x is staged, not one. Memory traffic only. Session 11
+// measured it 8 % slower in a prototype at K = 3840; the staging it would hide is longest at
+// large K.
 #ifndef EXACTQ_QMV_STAGE_TWO_ROUNDS
 #define EXACTQ_QMV_STAGE_TWO_ROUNDS 0
 #endif

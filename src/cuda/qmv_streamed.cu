@@ -30,7 +30,9 @@ void launch_qmv_streamed(const QuantizedMatrixView& w, const void* x, std::int64
   // two passes of 4).
   int vmax = options.streamed_max_vectors < kMaxStreamed ? options.streamed_max_vectors : kMaxStreamed;
   const std::int64_t tasks = (w.n + kFamilyRows - 1) / kFamilyRows;
-  if (tasks >= kManyTrips * 2 * kWarps * sm_count()) vmax = vmax < kManyTripsMaxStreamed ? vmax : kManyTripsMaxStreamed;
+  const std::int64_t two_block_warps = std::int64_t(kFamilyMinBlocks<kManyTripsMaxStreamed, kFamilyRows>) *
+                                        kFamilyWarps<kManyTripsMaxStreamed> * sm_count();
+  if (tasks >= kManyTrips * two_block_warps) vmax = vmax < kManyTripsMaxStreamed ? vmax : kManyTripsMaxStreamed;
   const int width = int(m < vmax ? m : vmax);
   const std::int64_t full = m / width;
   const int rest = int(m - full * width);

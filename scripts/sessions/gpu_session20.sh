@@ -3,7 +3,7 @@
 # whole call's output is lost then). This part: timing only, qmv at M = 1 over two passes, plain
 # and overlapped, on ten shapes, for main and the six variants (w16, fs, bal and combinations;
 # what each is: scripts/sessions/gpu_session19.sh). The bytes (tests, parity) and qmv_streamed's
-# sweep follow in gpu_session20b.sh. Binaries as gpu_session19.sh (carry [".out/bin"]).
+# sweep followed in gpu_session20c.sh and gpu_session20d.sh. Binaries as gpu_session19.sh (carry [".out/bin"]).
 set -uo pipefail
 source "$(dirname "$0")/../gpu_logs.sh" session20
 shapes=262144x3840,128256x4096,28672x8192,15360x3840,3840x15360,14336x4096,4096x14336,17408x5120,5120x17408,5120x5120

@@ -66,8 +66,9 @@ void launch_family(const QuantizedMatrixView& w, const void* x, std::int64_t vec
       options.qmv_split_last_trip >= 0 ? options.qmv_split_last_trip != 0 : EXACTQ_QMV_SPLIT_LAST_TRIP != 0;
   p.split = 1;
   if constexpr (V == 1) {
-    for (int s = EXACTQ_QMV_SPLIT_MAX; s >= 2 && p.split == 1; s /= 2) {
-      if (w.k > p.tile_values || family_rounds(w.k) < s) continue;
+    for (int s = EXACTQ_QMV_SPLIT_MAX; s >= 2 && p.split == 1; --s) {
+      // A split task's parts are consecutive warps of one block.
+      if (kFamilyWarps<V> % s != 0 || w.k > p.tile_values || family_rounds(w.k) < s) continue;
       const std::size_t with_park = family_shared_bytes<BITS>(1, p.tile_values) + split_park_bytes(s, ROWS, w.k);
       const std::int64_t resident = std::int64_t(family_blocks_per_sm<BITS, V, ROWS, PARAM>(with_park)) * sm_count();
       const std::int64_t slots = (tasks < resident ? tasks : resident) * kFamilyWarps<V>;  // the kernel's grid, as below

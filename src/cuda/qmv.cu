@@ -12,8 +12,15 @@ namespace {
 #ifndef EXACTQ_QMV_FOUR_ROWS_MAX_BITS  // a -D knob for tuning: 0 gives 2 rows everywhere
 #define EXACTQ_QMV_FOUR_ROWS_MAX_BITS 4
 #endif
+// A -D knob for measuring (session 21): rows per warp at 4 bits (with EXACTQ_QMV_WARPS and
+// EXACTQ_QMV_SM_WARPS, qmv_family.cuh, for the register budget that 8 rows need).
+#ifndef EXACTQ_QMV_ROWS_AT_4_BITS
+#define EXACTQ_QMV_ROWS_AT_4_BITS 4
+#endif
 template <int BITS>
-inline constexpr int kQmvRows = BITS <= EXACTQ_QMV_FOUR_ROWS_MAX_BITS ? 4 : 2;
+inline constexpr int kQmvRows = BITS == 4 && EXACTQ_QMV_FOUR_ROWS_MAX_BITS >= 4 ? EXACTQ_QMV_ROWS_AT_4_BITS
+                                : BITS <= EXACTQ_QMV_FOUR_ROWS_MAX_BITS     ? 4
+                                                                            : 2;
 }  // namespace
 
 void launch_qmv(const QuantizedMatrixView& w, const void* x, std::int64_t vector_offset, std::int64_t m, void* y,

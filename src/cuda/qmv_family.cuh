@@ -30,7 +30,7 @@ struct QmvParams {
   int group;
   int tile_values;  // K tile staged at a time (multiple of 1024)
   DType dtype;
-  int split;  // qmv, one K tile: warps per task of the last trip (1, 2 or 4), K cut into that many runs of rounds
+  int split;  // qmv, one K tile: warps per task of the last trip (1 to 4, a divisor of the block's warps), K cut into that many runs of rounds
   int l2_prefetch_rounds;  // qmv: rows' bytes this many rounds beyond the register prefetch go to L2 (0: none)
 };
 
@@ -361,9 +361,17 @@ __device__ __forceinline__ void chunk_step(const std::uint32_t (&w)[ROWS][BITS],
 #ifndef EXACTQ_QMV_TWO_ROW_BLOCKS
 #define EXACTQ_QMV_TWO_ROW_BLOCKS 2
 #endif
+// EXACTQ_QMV_SM_WARPS, a -D knob for measuring (session 21): the warps per SM qmv's 4-row (or
+// wider) kernels are sized for; 12 gives them 168 registers.
+#ifndef EXACTQ_QMV_SM_WARPS
+#define EXACTQ_QMV_SM_WARPS (2 * kWarps)
+#endif
 template <int V, int ROWS>
-inline constexpr int kFamilyMinBlocks =  // counted for 8-warp blocks, then scaled to kFamilyWarps
-    V >= 5 ? 1 : ((V == 1 && ROWS <= 2 ? EXACTQ_QMV_TWO_ROW_BLOCKS : 2) * kWarps + kFamilyWarps<V> - 1) / kFamilyWarps<V>;
+inline constexpr int kFamilyMinBlocks =  // warps per SM, then blocks of kFamilyWarps
+    V >= 5 ? 1
+           : ((V == 1 ? (ROWS <= 2 ? EXACTQ_QMV_TWO_ROW_BLOCKS * kWarps : EXACTQ_QMV_SM_WARPS) : 2 * kWarps) +
+              kFamilyWarps<V> - 1) /
+                 kFamilyWarps<V>;
 
 // A -D knob for A/Bs (session 14 §2): 0 compiles the L2 prefetch out of every kernel, and with
 // it the branch that keeps ptxas from sinking the 4-bit loads (see `prefetch` below).

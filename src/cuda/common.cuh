@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/order.h"
+#include "cuda/launch.h"
 #include "exactq/dtype.h"
 #include "exactq/format.h"
 
@@ -295,11 +296,17 @@ inline int k_tile(std::int64_t k, int vectors, double extra_per_value, double bu
 }
 
 // Blocks of KERNEL resident per SM with `smem` bytes of dynamic shared memory (at least 1), after
-// raising the kernel's dynamic shared-memory limit to `max_smem` once per kernel.
+// raising the kernel's dynamic shared-memory limit to `max_smem` (at most the device's) once per kernel.
 template <auto KERNEL>
 int resident_blocks(int threads, std::size_t smem, int max_smem) {
+  // The kernel's opt-in, at most what the device allows one block.
+  const int allowed = shared_memory_limits().per_block;
+  if (smem > std::size_t(allowed))
+    throw std::invalid_argument("[exactq] a block would need " + std::to_string(smem) +
+                                " bytes of shared memory; this device allows " + std::to_string(allowed));
   static const bool raised = [&] {
-    EXACTQ_CUDA_CHECK(cudaFuncSetAttribute(KERNEL, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem));
+    EXACTQ_CUDA_CHECK(cudaFuncSetAttribute(KERNEL, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           max_smem < allowed ? max_smem : allowed));
     return true;
   }();
   (void)raised;

@@ -20,6 +20,19 @@ int sm_count() {
   return count;
 }
 
+SharedMemoryLimits shared_memory_limits() {
+  static const SharedMemoryLimits limits = [] {
+    int device = 0;
+    SharedMemoryLimits l;
+    EXACTQ_CUDA_CHECK(cudaGetDevice(&device));
+    EXACTQ_CUDA_CHECK(cudaDeviceGetAttribute(&l.per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
+    EXACTQ_CUDA_CHECK(cudaDeviceGetAttribute(&l.per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    EXACTQ_CUDA_CHECK(cudaDeviceGetAttribute(&l.reserved_per_block, cudaDevAttrReservedSharedMemoryPerBlock, device));
+    return l;
+  }();
+  return limits;
+}
+
 }  // namespace exactq::cuda_detail
 
 namespace exactq::cuda {

@@ -1,6 +1,8 @@
 // Launch helper of the qmv-family kernel, shared by qmv.cu and qmv_streamed.cu.
 #pragma once
 
+#include <algorithm>
+
 #include "common/dispatch.h"
 #include "cuda/launch.h"
 #include "cuda/qmv_family.cuh"
@@ -25,15 +27,17 @@ inline constexpr double kFamilySharedBudget = 72 * 1024;
 // of the 72 KB budget and is one of 208 KB. Session 20 call 4, same call: 28672x8192 at M = 16
 // 372 -> 281 us, 15360x3840 110 -> 87, the heads unchanged (K in one tile either way), 2-5 %
 // slower at M = 2-4 on 3840x15360. qmv (V = 1) keeps the 72 KB budget.
-inline constexpr int kSmSharedBytes = 228 * 1024, kBlockMaxSharedBytes = 227 * 1024, kBlockReservedBytes = 1024;
+// The sizes are the device's (228 KB per SM, 227 KB a block and 1 KB reserved per block on the H200).
 template <int V>
-inline constexpr int kFamilyMaxShared = V > 1 ? kBlockMaxSharedBytes : 100 * 1024;
+int family_max_shared() {
+  return V > 1 ? shared_memory_limits().per_block : std::min(100 * 1024, shared_memory_limits().per_block);
+}
 
 template <int BITS, int V, int ROWS>
 int family_tile(std::int64_t k) {
   if constexpr (V > 1) {
-    const int per_sm = kSmSharedBytes / kFamilyMinBlocks<V, ROWS> - kBlockReservedBytes;
-    const int budget = per_sm < kBlockMaxSharedBytes ? per_sm : kBlockMaxSharedBytes;
+    const SharedMemoryLimits limits = shared_memory_limits();
+    const int budget = std::min(limits.per_sm / kFamilyMinBlocks<V, ROWS> - limits.reserved_per_block, limits.per_block);
     const double bytes_per_value = double(16 * kPieces<BITS> + 8) / kChunkValues;  // family_shared_bytes'
     return k_tile(k, V, bytes_per_value / 4 - 1, budget);
   }
@@ -42,7 +46,7 @@ int family_tile(std::int64_t k) {
 
 template <int BITS, int V, int ROWS, int PARAM>
 int family_blocks_per_sm(std::size_t smem) {
-  return resident_blocks<qmv_family_kernel<BITS, V, ROWS, PARAM>>(kFamilyWarps<V> * 32, smem, kFamilyMaxShared<V>);
+  return resident_blocks<qmv_family_kernel<BITS, V, ROWS, PARAM>>(kFamilyWarps<V> * 32, smem, family_max_shared<V>());
 }
 
 // Launches `tiles` tiles of V vectors starting at vector_offset.

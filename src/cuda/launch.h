@@ -36,5 +36,11 @@ cuda::KernelResources qmv_streamed_resources(int bits, int vectors);
 cuda::KernelResources qmv_wide_resources(int bits, int vectors);
 
 int sm_count();
+// The device's shared memory in bytes: per SM, the most one block may opt in to, and what the
+// system reserves of an SM's share for each resident block.
+struct SharedMemoryLimits {
+  int per_sm = 0, per_block = 0, reserved_per_block = 0;
+};
+SharedMemoryLimits shared_memory_limits();
 
 }  // namespace exactq::cuda_detail

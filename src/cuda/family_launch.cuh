@@ -74,6 +74,7 @@ void launch_family(const QuantizedMatrixView& w, const void* x, std::int64_t vec
       // A split task's parts are consecutive warps of one block.
       if (kFamilyWarps<V> % s != 0 || w.k > p.tile_values || family_rounds(w.k) < s) continue;
       const std::size_t with_park = family_shared_bytes<BITS>(1, p.tile_values) + split_park_bytes(s, ROWS, w.k);
+      if (with_park > std::size_t(family_max_shared<V>())) continue;  // the park does not fit beside x
       const std::int64_t resident = std::int64_t(family_blocks_per_sm<BITS, V, ROWS, PARAM>(with_park)) * sm_count();
       const std::int64_t slots = (tasks < resident ? tasks : resident) * kFamilyWarps<V>;  // the kernel's grid, as below
       const std::int64_t last_trip = tasks % slots;

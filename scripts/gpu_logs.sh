@@ -47,3 +47,16 @@ ovl_qmv_m1() {
 # section that might not finish is skipped instead. Usage: time_left SECONDS || echo "skipped"
 # (true while the script's elapsed time plus SECONDS stays under CALL_BUDGET, default 570).
 time_left() { ((SECONDS + $1 < ${CALL_BUDGET:-570})); }
+
+# The A/B section of qmv at M = 1 (sessions 19-21): the ten shapes (both heads, 28672x8192, the
+# projections), two plain passes of ab_qmv_m1 over EXE..., one overlapped pass where the time
+# allows, and the read ceilings of main's first pass. Usage: qmv_m1_section EXE...
+qmv_m1_section() {
+  local shapes=262144x3840,128256x4096,28672x8192,15360x3840,3840x15360,14336x4096,4096x14336,17408x5120,5120x17408,5120x5120
+  echo "== qmv, M = 1"
+  ab_qmv_m1 2 "$shapes" "$@"
+  echo "(${SECONDS}s elapsed)"
+  echo "== overlapped"
+  if time_left 90; then ovl_qmv_m1 "$shapes" "$@"; else echo "skipped: ${SECONDS}s elapsed"; fi
+  grep -h "ceiling" "$out"/qmv_exactq_1.log | head -3
+}

@@ -42,13 +42,7 @@ for exe in "$bin/exactq-w16" "$bin/exactq-fs" "$bin/exactq-bal" "$bin/exactq-w16
     echo "parity $name $args: exit $?"
   done
 done
-shapes=262144x3840,128256x4096,28672x8192,15360x3840,3840x15360,14336x4096,4096x14336,17408x5120,5120x17408,5120x5120
-echo "== qmv, M = 1"
-ab_qmv_m1 2 "$shapes" "${exes[@]}"
-echo "(${SECONDS}s elapsed)"
-echo "== overlapped"
-if time_left 90; then ovl_qmv_m1 "$shapes" "${exes[@]}"; else echo "skipped: ${SECONDS}s elapsed"; fi
-grep -h "ceiling" "$out"/qmv_exactq_1.log | head -3
+qmv_m1_section "${exes[@]}"
 echo "== qmv_streamed and qmv_wide against narrow qmv, M = 1..8 and 16 (main, then fs)"
 for exe in "$bin/exactq" "$bin/exactq-fs"; do
   name=$(basename "$exe")

@@ -21,18 +21,21 @@ inline constexpr double kFamilySharedBudget = 72 * 1024;
 #define EXACTQ_QMV_SPLIT_MAX 4
 #endif
 
+// The dynamic shared memory a family kernel may ask for: the device's per-block opt-in (227 KB on
+// the H200) for qmv_streamed, at most 100 KB for qmv.
+template <int V>
+int family_max_shared() {
+  const int per_block = shared_memory_limits().per_block;
+  return V > 1 ? per_block : std::min(100 * 1024, per_block);
+}
+
 // qmv_streamed (V > 1): x's tile takes the shared memory of the blocks per SM that the registers
 // allow (two up to V = 4, one from V = 5), at the bytes each value stages at BITS. Where x needs
 // several tiles, a block re-stages each of them on every trip: at V = 8, K = 8192 was four tiles
 // of the 72 KB budget and is one of 208 KB. Session 20 call 4, same call: 28672x8192 at M = 16
 // 372 -> 281 us, 15360x3840 110 -> 87, the heads unchanged (K in one tile either way), 2-5 %
 // slower at M = 2-4 on 3840x15360. qmv (V = 1) keeps the 72 KB budget.
-// The sizes are the device's (228 KB per SM, 227 KB a block and 1 KB reserved per block on the H200).
-template <int V>
-int family_max_shared() {
-  return V > 1 ? shared_memory_limits().per_block : std::min(100 * 1024, shared_memory_limits().per_block);
-}
-
+// The SM's and the block's sizes are the device's (228 KB, 227 KB, 1 KB reserved per block on the H200).
 template <int BITS, int V, int ROWS>
 int family_tile(std::int64_t k) {
   if constexpr (V > 1) {

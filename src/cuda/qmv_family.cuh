@@ -452,6 +452,21 @@ inline constexpr int kParamFetch = V == 1 ? EXACTQ_QMV_PARAM_FETCH : 0;
 #endif
 inline constexpr bool kStageTwoRounds = EXACTQ_QMV_STAGE_TWO_ROUNDS != 0;
 
+// A -D knob for measuring (session 22): register buffers of qmv's software pipeline, 2 (one round
+// in flight while one is computed) or 3 (two rounds). Session 6's pattern reads (loads only, no
+// arithmetic) put qmv's request pattern with 1 KB per row in flight at 97.9 % of a streaming read
+// on 28672x8192, against 91.8 % with 512 bytes. The 3-buffer register ring measured then was in
+// the f32 chain's era, when the arithmetic capped qmv near 63 %; session 15's rings were at
+// 2 rows, with twice the task ends. The third buffer needs 24 registers at 4 rows, so it goes
+// with EXACTQ_QMV_SM_WARPS=12 (168 registers). Memory traffic only: each lane's chunks reach its
+// chains in the same order, so the bits are unchanged.
+#ifndef EXACTQ_QMV_BUFFERS
+#define EXACTQ_QMV_BUFFERS 2
+#endif
+template <int V>
+inline constexpr int kQmvBuffers = V == 1 ? EXACTQ_QMV_BUFFERS : 2;
+static_assert(EXACTQ_QMV_BUFFERS == 2 || EXACTQ_QMV_BUFFERS == 3, "EXACTQ_QMV_BUFFERS is 2 or 3");
+
 template <int BITS, int V, int ROWS, int PARAM>
 __global__ void __launch_bounds__(kFamilyWarps<V> * 32, kFamilyMinBlocks<V, ROWS>)
     qmv_family_kernel(const QmvParams p) {
@@ -515,6 +530,7 @@ __global__ void __launch_bounds__(kFamilyWarps<V> * 32, kFamilyMinBlocks<V, ROWS
   // first round may already be in the first one, loaded by the trip before (`carried`).
   std::uint32_t wa[ROWS][BITS], wb[ROWS][BITS];
   std::uint32_t sa[ROWS], ba[ROWS], sb[ROWS], bb[ROWS];
+  std::uint32_t wc[ROWS][BITS], sc3[ROWS], bc3[ROWS];  // the third buffer, with kQmvBuffers<V> == 3 only
   constexpr bool kCarry = kFamilyCarry<BITS, V>;
   bool carried = false;
   // One round's loads into a register buffer: chunk `chunk` of K (counted from the row's start)
@@ -601,24 +617,45 @@ __global__ void __launch_bounds__(kFamilyWarps<V> * 32, kFamilyMinBlocks<V, ROWS
       // 28672x8192 and 6 % on Gemma's head (call 1, EXACTQ_QMV_PREFETCH_CODE=0).
       auto prefetch = [&](int c) {
         if constexpr (kPrefetchCode) {
-          const int ahead = c + 32 * (1 + p.l2_prefetch_rounds);
+          const int ahead = c + 32 * (kQmvBuffers<V> - 1 + p.l2_prefetch_rounds);
           if (p.l2_prefetch_rounds > 0 && ahead < c_end)
 #pragma unroll
             for (int r = 0; r < ROWS; ++r)
               asm volatile("prefetch.global.L2 [%0];" ::"l"(wrow[r] + std::int64_t(chunk0 + ahead) * (4 * BITS)));
         }
       };
-      while (c < c_end) {
-        if (c + 32 < c_end && !second_loaded) load(c + 32, wb, sb, bb);
-        second_loaded = false;
-        prefetch(c);
-        step(wa, sa, ba, c);
-        c += 32;
-        if (c >= c_end) break;
-        if (c + 32 < c_end) load(c + 32, wa, sa, ba);
-        prefetch(c);
-        step(wb, sb, bb, c);
-        c += 32;
+      if constexpr (kQmvBuffers<V> == 3) {
+        // Two rounds in flight while one is computed: the buffers rotate a, b, c.
+        if (c + 32 < c_end && !second_loaded && !(kCarry && carried)) load(c + 32, wb, sb, bb);
+        while (c < c_end) {
+          if (c + 64 < c_end) load(c + 64, wc, sc3, bc3);
+          prefetch(c);
+          step(wa, sa, ba, c);
+          c += 32;
+          if (c >= c_end) break;
+          if (c + 64 < c_end) load(c + 64, wa, sa, ba);
+          prefetch(c);
+          step(wb, sb, bb, c);
+          c += 32;
+          if (c >= c_end) break;
+          if (c + 64 < c_end) load(c + 64, wb, sb, bb);
+          prefetch(c);
+          step(wc, sc3, bc3, c);
+          c += 32;
+        }
+      } else {
+        while (c < c_end) {
+          if (c + 32 < c_end && !second_loaded) load(c + 32, wb, sb, bb);
+          second_loaded = false;
+          prefetch(c);
+          step(wa, sa, ba, c);
+          c += 32;
+          if (c >= c_end) break;
+          if (c + 32 < c_end) load(c + 32, wa, sa, ba);
+          prefetch(c);
+          step(wb, sb, bb, c);
+          c += 32;
+        }
       }
     }
     if (split > 1) {  // the same for every warp of the block
@@ -642,6 +679,9 @@ __global__ void __launch_bounds__(kFamilyWarps<V> * 32, kFamilyMinBlocks<V, ROWS
         const std::int64_t next = task + slots;
         point(next * ROWS);
         if (next < tasks && lane < int(p.k / kChunkValues)) load_round(lane, wa, sa, ba);
+        // With three buffers, its second round too (the trip's loop then skips both loads).
+        if constexpr (kQmvBuffers<V> == 3)
+          if (next < tasks && lane + 32 < int(p.k / kChunkValues)) load_round(lane + 32, wb, sb, bb);
       }
     }
 

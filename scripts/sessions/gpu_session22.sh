@@ -13,6 +13,9 @@
 #          4 rows, three register buffers (two rounds in flight while one is computed; the carry
 #          loads a next task's first two rounds), one block of 12 warps, 168 registers, no spills:
 #          12 x 4 KB in flight. 28672x8192 has 4.5 trips there and its last one is not split
+#   w12    -DEXACTQ_QMV_WARPS=12 -DEXACTQ_QMV_SM_WARPS=12
+#          b3w12's control: main's two buffers in b3w12's block (12 x 2 KB in flight), so that
+#          b3w12 against main is read as bytes in flight, not as the block's shape
 # First the variants' bytes against the CPU mirror (split trips, several trips with the carry,
 # K of one and two rounds, K in two tiles), then the same-call A/B of qmv at M = 1.
 set -uo pipefail

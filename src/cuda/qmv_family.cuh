@@ -466,6 +466,16 @@ inline constexpr bool kStageTwoRounds = EXACTQ_QMV_STAGE_TWO_ROUNDS != 0;
 template <int V>
 inline constexpr int kQmvBuffers = V == 1 ? EXACTQ_QMV_BUFFERS : 2;
 static_assert(EXACTQ_QMV_BUFFERS == 2 || EXACTQ_QMV_BUFFERS == 3, "EXACTQ_QMV_BUFFERS is 2 or 3");
+// With three buffers, EXACTQ_QMV_PARAM_BUFFERS=2 keeps the group parameters one round ahead (two
+// buffers) while the codes go two rounds ahead: 8 registers fewer at 4 rows, for two blocks of
+// 8 warps at 128 registers (16 x 4 KB of codes in flight).
+#ifndef EXACTQ_QMV_PARAM_BUFFERS
+#define EXACTQ_QMV_PARAM_BUFFERS EXACTQ_QMV_BUFFERS
+#endif
+template <int V>
+inline constexpr bool kQmvParamsLag = kQmvBuffers<V> == 3 && EXACTQ_QMV_PARAM_BUFFERS == 2;
+static_assert(EXACTQ_QMV_PARAM_BUFFERS == EXACTQ_QMV_BUFFERS || (EXACTQ_QMV_BUFFERS == 3 && EXACTQ_QMV_PARAM_BUFFERS == 2),
+              "EXACTQ_QMV_PARAM_BUFFERS is EXACTQ_QMV_BUFFERS, or 2 with 3");
 
 template <int BITS, int V, int ROWS, int PARAM>
 __global__ void __launch_bounds__(kFamilyWarps<V> * 32, kFamilyMinBlocks<V, ROWS>)
@@ -540,6 +550,20 @@ __global__ void __launch_bounds__(kFamilyWarps<V> * 32, kFamilyMinBlocks<V, ROWS
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
       load_chunk<BITS>(wrow[r] + std::int64_t(chunk) * (4 * BITS), w[r]);
+      sc[r] = load_param_bits_fetch<PARAM, kParamFetch<V>>(p.scales, prow[r] + g, p.dtype);
+      bi[r] = load_param_bits_fetch<PARAM, kParamFetch<V>>(p.biases, prow[r] + g, p.dtype);
+    }
+  };
+
+  // The same loads in two parts, for kQmvParamsLag.
+  auto load_codes = [&](int chunk, std::uint32_t (&w)[ROWS][BITS]) {
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) load_chunk<BITS>(wrow[r] + std::int64_t(chunk) * (4 * BITS), w[r]);
+  };
+  auto load_params = [&](int chunk, std::uint32_t (&sc)[ROWS], std::uint32_t (&bi)[ROWS]) {
+    const int g = chunk >> group_shift;
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
       sc[r] = load_param_bits_fetch<PARAM, kParamFetch<V>>(p.scales, prow[r] + g, p.dtype);
       bi[r] = load_param_bits_fetch<PARAM, kParamFetch<V>>(p.biases, prow[r] + g, p.dtype);
     }
@@ -624,7 +648,24 @@ __global__ void __launch_bounds__(kFamilyWarps<V> * 32, kFamilyMinBlocks<V, ROWS
               asm volatile("prefetch.global.L2 [%0];" ::"l"(wrow[r] + std::int64_t(chunk0 + ahead) * (4 * BITS)));
         }
       };
-      if constexpr (kQmvBuffers<V> == 3) {
+      if constexpr (kQmvParamsLag<V>) {
+        // Codes two rounds ahead in three buffers (a, b, c), parameters one round ahead in two
+        // (a, b): six phases before both rotations line up again.
+        if (c + 32 < c_end && !second_loaded && !(kCarry && carried)) load_codes(chunk0 + c + 32, wb);
+        auto phase = [&](const std::uint32_t (&w)[ROWS][BITS], std::uint32_t (&w_next)[ROWS][BITS],
+                         const std::uint32_t (&sc)[ROWS], const std::uint32_t (&bi)[ROWS], std::uint32_t (&sc_next)[ROWS],
+                         std::uint32_t (&bi_next)[ROWS]) {
+          if (c + 64 < c_end) load_codes(chunk0 + c + 64, w_next);
+          if (c + 32 < c_end) load_params(chunk0 + c + 32, sc_next, bi_next);
+          prefetch(c);
+          step(w, sc, bi, c);
+          c += 32;
+          return c < c_end;
+        };
+        while (phase(wa, wc, sa, ba, sb, bb) && phase(wb, wa, sb, bb, sa, ba) && phase(wc, wb, sa, ba, sb, bb) &&
+               phase(wa, wc, sb, bb, sa, ba) && phase(wb, wa, sa, ba, sb, bb) && phase(wc, wb, sb, bb, sa, ba)) {
+        }
+      } else if constexpr (kQmvBuffers<V> == 3) {
         // Two rounds in flight while one is computed: the buffers rotate a, b, c.
         if (c + 32 < c_end && !second_loaded && !(kCarry && carried)) load(c + 32, wb, sb, bb);
         while (c < c_end) {
@@ -680,8 +721,11 @@ __global__ void __launch_bounds__(kFamilyWarps<V> * 32, kFamilyMinBlocks<V, ROWS
         point(next * ROWS);
         if (next < tasks && lane < int(p.k / kChunkValues)) load_round(lane, wa, sa, ba);
         // With three buffers, its second round too (the trip's loop then skips both loads).
-        if constexpr (kQmvBuffers<V> == 3)
+        if constexpr (kQmvParamsLag<V>) {
+          if (next < tasks && lane + 32 < int(p.k / kChunkValues)) load_codes(lane + 32, wb);
+        } else if constexpr (kQmvBuffers<V> == 3) {
           if (next < tasks && lane + 32 < int(p.k / kChunkValues)) load_round(lane + 32, wb, sb, bb);
+        }
       }
     }
 

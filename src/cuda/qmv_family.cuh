@@ -662,9 +662,10 @@ __global__ void __launch_bounds__(kFamilyWarps<V> * 32, kFamilyMinBlocks<V, ROWS
           c += 32;
           return c < c_end;
         };
-        while (phase(wa, wc, sa, ba, sb, bb) && phase(wb, wa, sb, bb, sa, ba) && phase(wc, wb, sa, ba, sb, bb) &&
-               phase(wa, wc, sb, bb, sa, ba) && phase(wb, wa, sa, ba, sb, bb) && phase(wc, wb, sb, bb, sa, ba)) {
-        }
+        if (c < c_end)
+          while (phase(wa, wc, sa, ba, sb, bb) && phase(wb, wa, sb, bb, sa, ba) && phase(wc, wb, sa, ba, sb, bb) &&
+                 phase(wa, wc, sb, bb, sa, ba) && phase(wb, wa, sa, ba, sb, bb) && phase(wc, wb, sb, bb, sa, ba)) {
+          }
       } else if constexpr (kQmvBuffers<V> == 3) {
         // Two rounds in flight while one is computed: the buffers rotate a, b, c.
         if (c + 32 < c_end && !second_loaded && !(kCarry && carried)) load(c + 32, wb, sb, bb);

@@ -20,9 +20,13 @@ namespace exactq::cli {
 
 nlohmann::json run_bench(const BenchConfig& c, Backend& backend) {
   if (c.shapes.empty()) throw std::invalid_argument("--shapes: nothing to run");
+  if (c.ms.empty()) throw std::invalid_argument("--m: nothing to run");
   for (std::int64_t m : c.ms)
     if (m < 1 || m > 4096) throw std::invalid_argument(fmt::format("--m: {} is out of range [1, 4096]", m));
-  for (const Shape& s : c.shapes) validate_shape(s.n, s.k, c.bits, c.group);
+  for (const Shape& s : c.shapes) {
+    validate_shape(s.n, s.k, c.bits, c.group);
+    check_host_memory(s.n, s.k, *std::max_element(c.ms.begin(), c.ms.end()), fmt::format("--shapes {}", s.name));
+  }
   const int repeats = c.repeats > 0 ? c.repeats : (backend.name() == "cpu" ? 5 : 100);
 
   nlohmann::json out;
@@ -237,12 +241,12 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--shapes", a->shapes, "comma-separated presets or NxK (N output rows, K reduction)")->capture_default_str();
   cmd->add_option("--m", a->ms, "widths: a range 1-16 or a list 1,2,4")->capture_default_str();
   cmd->add_option("--kernels", a->kernels, "comma-separated kernels")->capture_default_str();
-  cmd->add_option("--bits", a->bits, "2, 3, 4, 5, 6 or 8")->capture_default_str();
-  cmd->add_option("--group", a->group, "32, 64 or 128")->capture_default_str();
+  cmd->add_option("--bits", a->bits, "2, 3, 4, 5, 6 or 8")->transform(decimal_integer())->capture_default_str();
+  cmd->add_option("--group", a->group, "32, 64 or 128")->transform(decimal_integer())->capture_default_str();
   cmd->add_option("--dtype", a->dtype, "f32, f16 or bf16")->capture_default_str();
-  cmd->add_option("--repeats", a->repeats, "timed launches per point (0 = backend default)")->capture_default_str();
-  cmd->add_option("--vmax", a->vmax, "qmv_streamed: vectors per weight pass")->capture_default_str();
-  cmd->add_option("--threads", a->threads, "CPU threads (0 = all)")->capture_default_str();
+  cmd->add_option("--repeats", a->repeats, "timed launches per point (0 = backend default)")->transform(decimal_integer())->capture_default_str();
+  cmd->add_option("--vmax", a->vmax, "qmv_streamed: vectors per weight pass")->transform(decimal_integer())->capture_default_str();
+  cmd->add_option("--threads", a->threads, "CPU threads (0 = all)")->transform(decimal_integer())->capture_default_str();
   cmd->add_flag("--overlap-launch", a->overlap_launch,
                 "CUDA qmv, qmv_streamed: programmatic dependent launches (weights read before the previous kernel ends)");
   add_tuning_options(cmd, a->tuning);
@@ -264,7 +268,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
     c.repeats = a->repeats;
     if (a->repeats < 0) throw std::invalid_argument(fmt::format("--repeats {} must be >= 0", a->repeats));
     if (a->vmax < 1) throw std::invalid_argument(fmt::format("--vmax {} must be at least 1", a->vmax));
-    if (a->threads < 0) throw std::invalid_argument(fmt::format("--threads {} must be >= 0", a->threads));
+    check_threads(a->threads);
     check_tuning_options(a->tuning);
     QmvOptions options = a->tuning;
     options.streamed_max_vectors = a->vmax;
@@ -273,6 +277,9 @@ void add_bench_command(CLI::App& app, int& exit_code) {
     c.options = options;
     if (!a->tuning_sweep.empty()) c.variants = parse_tuning_sweep(a->tuning_sweep, options);
     c.mma_layout = parse_mma_layout(a->mma_layout);
+    if (!a->json.empty()) check_writable(a->json, "--json");
+    if (!a->markdown.empty()) check_writable(a->markdown, "--markdown");
+    if (!a->plot.empty()) check_writable(a->plot, "--plot");
     auto backend = make_backend(a->backend, options);
     backend->set_mma_layout(c.mma_layout);
     fmt::print("exactq bench on {}\n", backend->device_description());

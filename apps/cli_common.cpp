@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <filesystem>
 #include <cmath>
 #include <random>
 #include <stdexcept>
 #include <thread>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -71,6 +74,14 @@ class CpuBackend final : public Backend {
       std::vector<float> partial(workers);
       const auto t0 = std::chrono::steady_clock::now();
       std::vector<std::thread> pool;
+      // A thread the system refuses ends the measurement cleanly: the started ones are joined.
+      struct JoinAll {
+        std::vector<std::thread>& pool;
+        ~JoinAll() {
+          for (auto& th : pool)
+            if (th.joinable()) th.join();
+        }
+      } join_all{pool};
       for (unsigned t = 0; t < workers; ++t)
         pool.emplace_back([&, t] {
           const std::size_t begin = count * t / workers, end = count * (t + 1) / workers;
@@ -104,12 +115,59 @@ std::unique_ptr<Backend> make_cuda_backend(const QmvOptions&) {
 }
 #endif
 
+CLI::Validator decimal_integer() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        const std::size_t sign = !text.empty() && (text[0] == '-' || text[0] == '+') ? 1 : 0;
+        const std::string digits = text.substr(sign);
+        if (digits.empty() || !std::all_of(digits.begin(), digits.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
+          return fmt::format("'{}' is not a base-10 integer", text);
+        const std::size_t first = std::min(digits.find_first_not_of('0'), digits.size() - 1);
+        const std::string normal = (text[0] == '-' ? "-" : "") + digits.substr(first);
+        std::int64_t value = 0;
+        const auto [end, ec] = std::from_chars(normal.data(), normal.data() + normal.size(), value);
+        if (ec != std::errc() || end != normal.data() + normal.size())
+          return fmt::format("'{}' is out of the 64-bit integer range", text);
+        text = normal;
+        return {};
+      },
+      "INT", "decimal");
+}
+
+void check_threads(int threads) {
+  if (threads < 0 || threads > kMaxThreads)
+    bad(fmt::format("--threads {} is out of range [0, {}] (0: all hardware threads)", threads, kMaxThreads));
+}
+
+void check_writable(const std::string& path, std::string_view option) {
+  namespace fs = std::filesystem;
+  const fs::path file(path);
+  if (path.empty() || (fs::exists(file) && fs::is_directory(file)))
+    bad(fmt::format("{}: '{}' is not a file name", option, path));
+  const fs::path folder = file.has_parent_path() ? file.parent_path() : fs::path(".");
+  if (!fs::is_directory(folder)) bad(fmt::format("{}: the folder of '{}' does not exist", option, path));
+  if (access((fs::exists(file) ? file : folder).c_str(), W_OK) != 0)
+    bad(fmt::format("{}: '{}' cannot be written (no write permission)", option, path));
+}
+
+void check_host_memory(std::int64_t n, std::int64_t k, std::int64_t m, std::string_view what) {
+  const double need = double(n) * double(k) * 5.0 + double(m) * double(k) * 8.0 + double(m) * double(n) * 32.0;
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return;  // unknown: let the allocation decide
+  const double have = double(pages) * double(page);
+  if (need > have)
+    bad(fmt::format("{}: {}x{} with M = {} needs about {:.1f} GB of host memory; this machine has {:.1f} GB", what, n, k,
+                    m, need / 1e9, have / 1e9));
+}
+
 void add_tuning_options(CLI::App* cmd, QmvOptions& options) {
   cmd->add_option("--qmv-l2-prefetch-rounds", options.qmv_l2_prefetch_rounds,
                   "CUDA qmv, 2 and 4 bits: rows' bytes this many rounds ahead requested into L2 (-1: by shape, 0: off)")
+      ->transform(decimal_integer())
       ->capture_default_str();
   cmd->add_option("--qmv-split-last-trip", options.qmv_split_last_trip,
                   "CUDA qmv: split the K of a partial last trip's tasks (-1: default, 0 or 1)")
+      ->transform(decimal_integer())
       ->capture_default_str();
 }
 

@@ -48,6 +48,22 @@ class Backend {
   virtual void set_options(const QmvOptions& options) = 0;
 };
 
+// Integer options read in base 10 only: CLI11 reads a leading 0 as octal and 0x as hex, so
+// `--n 010` would run N = 8. `cmd->add_option(...)->transform(decimal_integer())` rejects anything
+// but an optional sign and digits (leading zeros are dropped, not read as octal) and values outside
+// int64, naming the text given.
+CLI::Validator decimal_integer();
+// --threads: 0 (all hardware threads) to kMaxThreads; throws std::invalid_argument otherwise.
+void check_threads(int threads);
+// Throws std::invalid_argument naming `option` and `path` where a result file could not be written
+// there (its folder missing or read-only, or the file read-only), so a long run does not fail at
+// its end. Creates nothing.
+void check_writable(const std::string& path, std::string_view option);
+// Throws std::invalid_argument, naming the sizes, where a random problem of N x K with M vectors
+// would need more host memory than this machine has (the float weights before quantization, the
+// packed matrix, the activations and a few output blocks), instead of failing in an allocation.
+void check_host_memory(std::int64_t n, std::int64_t k, std::int64_t m, std::string_view what);
+
 // The numerically irrelevant tuning knobs of QmvOptions as flags (--qmv-l2-prefetch-rounds, ...),
 // bound to `options`; check_tuning_options throws std::invalid_argument naming a bad value.
 void add_tuning_options(CLI::App* cmd, QmvOptions& options);

@@ -19,8 +19,9 @@ void add_demo_command(CLI::App& app, int& exit_code) {
   auto backend_name = std::make_shared<std::string>("auto");
   auto threads = std::make_shared<int>(0);
   cmd->add_option("--backend", *backend_name, "cpu, cuda or auto (cuda when a GPU is usable)")->capture_default_str();
-  cmd->add_option("--threads", *threads, "CPU threads (0 = all)")->capture_default_str();
+  cmd->add_option("--threads", *threads, "CPU threads (0 = all)")->transform(decimal_integer())->capture_default_str();
   cmd->callback([backend_name, threads, &exit_code] {
+    check_threads(*threads);
     QmvOptions options;
     options.threads = *threads;
     auto backend = make_backend(*backend_name, options);

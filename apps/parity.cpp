@@ -80,6 +80,11 @@ ParityResult run_parity(const ParityConfig& c, Backend& backend, Backend* refere
   validate_shape(c.n, c.k, c.bits, c.group);
   if (c.m_max < 1 || c.m_max > 4096) throw std::invalid_argument(fmt::format("--m-max {} is out of range [1, 4096]", c.m_max));
   if (c.seeds.empty()) throw std::invalid_argument("--seeds: at least one seed is needed");
+  check_host_memory(c.n, c.k, c.m_max, "parity");
+  if (std::none_of(c.kernels.begin(), c.kernels.end(), is_width_invariant))
+    throw std::invalid_argument(
+        "--kernels: no width-invariant kernel asked (qmv_wide is the negative control, not a claim): add qmv, "
+        "qmv_streamed or qmv_mma");
 
   // qmv is the reference of every comparison and qmv_wide the control: both always run.
   std::vector<Kernel> all = c.kernels;
@@ -206,10 +211,10 @@ ParityResult run_parity(const ParityConfig& c, Backend& backend, Backend* refere
     result.summary = fmt::format(
         "INCONCLUSIVE  {} [{}]: {}, but qmv_wide equals qmv on every byte: this shape is too small for "
         "the two orders to differ, so the identity check proves nothing here (use a larger N or K)",
-        shape, backend.name(), identical.empty() ? "nothing checked" : identical);
+        shape, backend.name(), identical);
   } else {
     result.summary = fmt::format("PASS  {} [{}]: {} at M=1..{} (block, reversed, repeated{}; {} seeds); {}", shape,
-                                 backend.name(), identical.empty() ? "(no width-invariant kernel asked)" : identical,
+                                 backend.name(), identical,
                                  c.m_max, reference ? ", and against the " + reference->name() + " side" : "",
                                  c.seeds.size(), control);
   }
@@ -239,15 +244,15 @@ void add_parity_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--backend", args->backend, "cpu, cuda or auto")->capture_default_str();
   cmd->add_option("--against", args->against, "also compare every output byte with this backend's mirror (cpu)");
   cmd->add_option("--kernels", args->kernels, "comma-separated: qmv, qmv_streamed, qmv_wide")->capture_default_str();
-  cmd->add_option("--n", args->n, "output rows N")->capture_default_str();
-  cmd->add_option("--k", args->k, "reduction size K (a multiple of the group)")->capture_default_str();
-  cmd->add_option("--bits", args->bits, "2, 3, 4, 5, 6 or 8")->capture_default_str();
-  cmd->add_option("--group", args->group, "32, 64 or 128")->capture_default_str();
+  cmd->add_option("--n", args->n, "output rows N")->transform(decimal_integer())->capture_default_str();
+  cmd->add_option("--k", args->k, "reduction size K (a multiple of the group)")->transform(decimal_integer())->capture_default_str();
+  cmd->add_option("--bits", args->bits, "2, 3, 4, 5, 6 or 8")->transform(decimal_integer())->capture_default_str();
+  cmd->add_option("--group", args->group, "32, 64 or 128")->transform(decimal_integer())->capture_default_str();
   cmd->add_option("--dtype", args->dtype, "f32, f16 or bf16 (activations, scales, biases, outputs)")->capture_default_str();
-  cmd->add_option("--m-max", args->m_max, "blocks of M = 1..m-max vectors")->capture_default_str();
+  cmd->add_option("--m-max", args->m_max, "blocks of M = 1..m-max vectors")->transform(decimal_integer())->capture_default_str();
   cmd->add_option("--seeds", args->seeds, "comma-separated seeds (or a range a-b)")->capture_default_str();
-  cmd->add_option("--vmax", args->vmax, "qmv_streamed: vectors per weight pass")->capture_default_str();
-  cmd->add_option("--threads", args->threads, "CPU threads (0 = all)")->capture_default_str();
+  cmd->add_option("--vmax", args->vmax, "qmv_streamed: vectors per weight pass")->transform(decimal_integer())->capture_default_str();
+  cmd->add_option("--threads", args->threads, "CPU threads (0 = all)")->transform(decimal_integer())->capture_default_str();
   cmd->add_flag("--overlap-launch", args->overlap_launch,
                 "CUDA qmv, qmv_streamed: programmatic dependent launches (weights read before the previous kernel ends)");
   add_tuning_options(cmd, args->tuning);
@@ -276,12 +281,13 @@ void add_parity_command(CLI::App& app, int& exit_code) {
     c.options.threads = args->threads;
     c.options.overlap_launch = args->overlap_launch;
     if (args->vmax < 1) throw std::invalid_argument(fmt::format("--vmax {} must be at least 1", args->vmax));
-    if (args->threads < 0) throw std::invalid_argument(fmt::format("--threads {} must be >= 0", args->threads));
+    check_threads(args->threads);
     if (!c.against.empty() && c.against != "cpu")
       throw std::invalid_argument(fmt::format("--against: '{}' is not supported (only cpu)", c.against));
     validate_shape(c.n, c.k, c.bits, c.group);
     if (c.m_max < 1 || c.m_max > 4096)
       throw std::invalid_argument(fmt::format("--m-max {} is out of range [1, 4096]", c.m_max));
+    if (!args->json.empty()) check_writable(args->json, "--json");
     auto backend = make_backend(c.backend, c.options);
     backend->set_mma_layout(parse_mma_layout(args->mma_layout));
     std::unique_ptr<Backend> reference;

@@ -34,11 +34,15 @@ constexpr bool is_exact_family(Kernel kernel) { return kernel == Kernel::qmv || 
 // the order: the exact family and qmv_mma.
 constexpr bool is_width_invariant(Kernel kernel) { return is_exact_family(kernel) || kernel == Kernel::qmv_mma; }
 
+// The most CPU worker threads a caller may ask for (QmvOptions::threads): far above any CPU's
+// hardware threads, low enough that asking cannot exhaust the process's thread limit.
+inline constexpr int kMaxThreads = 1024;
+
 struct QmvOptions {
   // qmv_streamed: at most this many vectors share one pass over the weights (tiles of V).
   // Numerically irrelevant; a speed knob.
   int streamed_max_vectors = 8;
-  // CPU: worker threads (0 = all hardware threads). Numerically irrelevant.
+  // CPU: worker threads (0 = all hardware threads; at most kMaxThreads). Numerically irrelevant.
   int threads = 0;
   // CUDA, qmv and qmv_streamed: launch as a programmatic dependent launch, so a launch can start
   // while the kernel before it on the stream finishes (about 1-1.5 us less per launch on the H200).

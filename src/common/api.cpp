@@ -54,7 +54,8 @@ void qmv(Kernel kernel, const QuantizedMatrixView& w, std::span<const std::byte>
   validate_qmv_args(kernel, w, x, m, y);
   if (options.streamed_max_vectors < 1)
     fail("streamed_max_vectors = " + std::to_string(options.streamed_max_vectors) + " must be at least 1");
-  if (options.threads < 0) fail("threads = " + std::to_string(options.threads) + " must be >= 0");
+  if (options.threads < 0 || options.threads > kMaxThreads)
+    fail("threads = " + std::to_string(options.threads) + " is out of range [0, " + std::to_string(kMaxThreads) + "]");
   if (kernel == Kernel::qmv_mma && w.dtype == DType::f32)
     fail("qmv_mma: dtype f32 has no exact tensor-core path (use bf16 or f16; qmv serves f32)");
   const Activations a = widen_activations(x, m, w.k, w.dtype, is_exact_family(kernel));

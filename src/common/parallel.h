@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -23,7 +24,12 @@ void parallel_rows(std::int64_t n, int threads, Body&& body) {
       body(t * kRowsPerTask, std::min(n, (t + 1) * kRowsPerTask));
   };
   std::vector<std::thread> pool;
-  for (unsigned i = 1; i < workers; ++i) pool.emplace_back(work);
+  // Where the system refuses a thread (its limit reached), the workers already started and this
+  // one share all the tasks: fewer threads, the same rows, the same bytes.
+  try {
+    for (unsigned i = 1; i < workers; ++i) pool.emplace_back(work);
+  } catch (const std::system_error&) {
+  }
   work();
   for (auto& t : pool) t.join();
 }

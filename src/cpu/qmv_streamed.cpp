@@ -14,7 +14,8 @@ void qmv_streamed(const QuantizedMatrixView& w, const Activations& x, std::span<
   const std::int64_t chunks_per_group = w.group / kChunkValues;
   parallel_rows(w.n, threads, [&](std::int64_t first, std::int64_t end) {
     std::vector<float> scales, biases;
-    std::vector<float> lanes(std::size_t(max_vectors) * order::kLanes);
+    const std::int64_t widest = std::min<std::int64_t>(max_vectors, x.m);  // the widest tile there is
+    std::vector<float> lanes(std::size_t(widest) * order::kLanes);
     for (std::int64_t n = first; n < end; ++n) {
       widen_group_params(w, n, scales, biases);
       const std::uint8_t* row = w.packed.data() + n * w.row_bytes();

@@ -82,6 +82,20 @@ TEST(Cli, BadArgumentsExit2NamingTheValue) {
       {"bench --backend cpu --shapes 16x256 --m 1 --qmv-l2-prefetch-rounds -2", "--qmv-l2-prefetch-rounds -2"},
       {"parity --n 8 --k 64 --qmv-split-last-trip 2", "--qmv-split-last-trip 2"},
       {"bench --backend cpu --shapes 16x256 --m 1 --sweep-qmv-tuning 2", "'2'"},
+      // Integers are base 10 only (CLI11 alone reads 0x20 as 32 and 010 as 8).
+      {"parity --n 0x20", "'0x20'"},
+      {"parity --bits 0b100", "'0b100'"},
+      {"parity --n 99999999999999999999", "'99999999999999999999'"},
+      {"parity --threads 5000", "--threads 5000"},
+      {"bench --backend cpu --shapes 16x256 --m 1 --threads -1", "--threads -1"},
+      // qmv_wide alone would be a PASS that checked nothing.
+      {"parity --kernels qmv_wide --n 64 --k 512", "no width-invariant kernel"},
+      // Sizes the host cannot hold are refused before any allocation.
+      {"parity --n 1000000 --k 1000000", "1000000x1000000"},
+      {"bench --backend cpu --shapes 64x2147483584 --m 4096", "64x2147483584"},
+      // Result files that could not be written are refused before the run.
+      {"parity --n 8 --k 64 --json /nonexistent-exactq-dir/p.json", "/nonexistent-exactq-dir/p.json"},
+      {"bench --backend cpu --shapes 16x256 --m 1 --markdown /nonexistent-exactq-dir/b.md", "--markdown"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.args);
@@ -91,6 +105,15 @@ TEST(Cli, BadArgumentsExit2NamingTheValue) {
   }
   // Control: the same kind of command with valid values succeeds.
   EXPECT_EQ(run_cli("parity --n 16 --k 256 --bits 3 --group 32 --dtype f32 --m-max 2 --seeds 5").exit_code, 0);
+}
+
+TEST(Cli, IntegersWithLeadingZerosAreDecimal) {
+  // CLI11 alone would read --n 010 as octal 8 and --k 0128 as an error; base 10 gives 10x128.
+  const Outcome zeros = run_cli("parity --n 010 --k 0128 --dtype f32 --m-max 1 --seeds 1");
+  const Outcome plain = run_cli("parity --n 10 --k 128 --dtype f32 --m-max 1 --seeds 1");
+  EXPECT_TRUE(contains(zeros.output, ": 10x128 4-bit")) << zeros.output;
+  EXPECT_TRUE(contains(plain.output, ": 10x128 4-bit")) << plain.output;
+  EXPECT_EQ(zeros.exit_code, plain.exit_code);
 }
 
 TEST(Cli, TinyShapeIsInconclusive) {

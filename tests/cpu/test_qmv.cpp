@@ -345,7 +345,8 @@ TEST(QmvWidth, BlockEqualsChainEqualsQmvInAnyOrderAndOnRepeat) {
                              {6, 128, DType::bf16, 37, 1152},
                              {5, 64, DType::f16, 21, 1088}};
   const std::int64_t ms[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 16};
-  const int vs[] = {1, 2, 3, 8};
+  // The largest V: one tile at every M, with no buffer sized by V rather than by M.
+  const int vs[] = {1, 2, 3, 8, std::numeric_limits<int>::max()};
   for (std::uint64_t seed : seeds_with_fresh({201})) {
     SCOPED_TRACE(seed_note(seed));
     std::mt19937_64 rng(seed);
@@ -554,6 +555,8 @@ TEST(QmvArguments, InvalidArgumentsThrowNamingTheValue) {
     QmvOptions bad_threads;
     bad_threads.threads = -1;
     expect_invalid(call(x, 2, y, bad_threads), "threads = -1");
+    bad_threads.threads = kMaxThreads + 1;
+    expect_invalid(call(x, 2, y, bad_threads), "threads = " + std::to_string(kMaxThreads + 1));
     // The matrix itself is validated first.
     QuantizedMatrixView bad = w.view();
     bad.k = 100;

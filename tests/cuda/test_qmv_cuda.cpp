@@ -72,12 +72,23 @@ std::int64_t differing(const std::vector<std::byte>& a, const std::vector<std::b
   return d;
 }
 
+// The negative control of a comparison with the CPU mirror: the GPU's bytes of an exact-family
+// kernel against the CPU's bytes of the other order (qmv_wide) on the same data. Summed over a
+// test's cases it must be above 0, or the comparisons could not have caught a kernel that summed
+// in another order. Counted on f32 or f16 outputs, or on enough bf16 ones, where two orders show.
+std::int64_t other_order_differs(const Problem& p, const std::vector<std::byte>& x, std::int64_t m,
+                                 const std::vector<std::byte>& gpu_exact_family) {
+  return differing(gpu_exact_family, run_cpu(Kernel::qmv_wide, p, x, m));
+}
+constexpr const char* kControlMessage = "qmv_wide's order equals qmv's on every byte: the comparisons above could not have failed";
+
 // Every kernel, bits, group and dtype: CUDA bytes == CPU mirror bytes.
 TEST(CudaQmv, EqualsCpuMirrorForEveryFormat) {
   REQUIRE_GPU();
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   const Kernel kernels[] = {Kernel::qmv, Kernel::qmv_streamed, Kernel::qmv_wide};
+  std::int64_t control = 0;
   for (int bits : {2, 3, 4, 5, 6, 8})
     for (int group : {32, 64, 128})
       for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
@@ -87,7 +98,9 @@ TEST(CudaQmv, EqualsCpuMirrorForEveryFormat) {
           SCOPED_TRACE(std::string(to_string(kernel)) + " bits " + std::to_string(bits) + " group " +
                        std::to_string(group) + " " + std::string(to_string(dtype)));
           const std::vector<std::byte> cpu = run_cpu(kernel, p, p.x, m);
-          EXPECT_EQ(differing(run_gpu(kernel, p, p.x, m), cpu), 0);
+          const std::vector<std::byte> gpu = run_gpu(kernel, p, p.x, m);
+          EXPECT_EQ(differing(gpu, cpu), 0);
+          if (kernel == Kernel::qmv && dtype == DType::f32) control += other_order_differs(p, p.x, m, gpu);
           if (kernel == Kernel::qmv_streamed) {  // passes of 4 and 3 too (the dtype as a template argument)
             QmvOptions four;
             four.streamed_max_vectors = 4;
@@ -95,6 +108,7 @@ TEST(CudaQmv, EqualsCpuMirrorForEveryFormat) {
           }
         }
       }
+  EXPECT_GT(control, 0) << kControlMessage;
 }
 
 // Rows whose byte length is not a multiple of 16 (K * bits % 128 != 0: possible for 2, 3, 5 and
@@ -103,16 +117,22 @@ TEST(CudaQmv, EqualsCpuMirrorWhereRowsAreNotSixteenByteAligned) {
   REQUIRE_GPU();
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
+  std::int64_t control = 0;
   for (int bits : {2, 3, 5, 6})
-    for (int group : {32, 64}) {
-      const std::int64_t n = 21, k = group == 32 ? 32 * 37 : 64 * 19, m = 5;
-      const Problem p = make_problem(n, k, bits, group, DType::bf16, m, seed + bits * 10 + group);
-      for (Kernel kernel : {Kernel::qmv, Kernel::qmv_streamed}) {
-        SCOPED_TRACE(std::string(to_string(kernel)) + " bits " + std::to_string(bits) + " group " +
-                     std::to_string(group) + " row bytes " + std::to_string(k * bits / 8));
-        EXPECT_EQ(differing(run_gpu(kernel, p, p.x, m), run_cpu(kernel, p, p.x, m)), 0);
+    for (int group : {32, 64})
+      for (DType dtype : {DType::bf16, DType::f32}) {  // f32 outputs for the control
+        const std::int64_t n = 21, k = group == 32 ? 32 * 37 : 64 * 19, m = 5;
+        const Problem p = make_problem(n, k, bits, group, dtype, m, seed + bits * 10 + group + int(dtype));
+        for (Kernel kernel : {Kernel::qmv, Kernel::qmv_streamed}) {
+          SCOPED_TRACE(std::string(to_string(kernel)) + " bits " + std::to_string(bits) + " group " +
+                       std::to_string(group) + " row bytes " + std::to_string(k * bits / 8) + " " +
+                       std::string(to_string(dtype)));
+          const std::vector<std::byte> gpu = run_gpu(kernel, p, p.x, m);
+          EXPECT_EQ(differing(gpu, run_cpu(kernel, p, p.x, m)), 0);
+          if (dtype == DType::f32) control += other_order_differs(p, p.x, m, gpu);
+        }
       }
-    }
+  EXPECT_GT(control, 0) << kControlMessage;
 }
 
 // Shapes that exercise tails, K tiling (K larger than one shared-memory tile) and many rows.
@@ -123,14 +143,19 @@ TEST(CudaQmv, EqualsCpuMirrorOnShapes) {
   struct Shape {
     std::int64_t n, k;
   };
+  std::int64_t control = 0;  // over 160,000 bf16 outputs, most of them from K of 4096 and more
   for (Shape s : {Shape{1, 32 * 4}, Shape{7, 320}, Shape{13, 15360}, Shape{129, 28672}, Shape{4099, 4096},
                   Shape{65, 8192 + 3 * 128}, Shape{37, 1216}, Shape{2053, 7168 + 1024}})
     for (std::int64_t m : {1, 3, 8, 13}) {
       SCOPED_TRACE("N " + std::to_string(s.n) + " K " + std::to_string(s.k) + " M " + std::to_string(m));
       const Problem p = make_problem(s.n, s.k, 4, 64, DType::bf16, m, seed + std::uint64_t(s.n * 7 + m));
-      for (Kernel kernel : {Kernel::qmv, Kernel::qmv_streamed, Kernel::qmv_wide})
-        EXPECT_EQ(differing(run_gpu(kernel, p, p.x, m), run_cpu(kernel, p, p.x, m)), 0) << to_string(kernel);
+      for (Kernel kernel : {Kernel::qmv, Kernel::qmv_streamed, Kernel::qmv_wide}) {
+        const std::vector<std::byte> gpu = run_gpu(kernel, p, p.x, m);
+        EXPECT_EQ(differing(gpu, run_cpu(kernel, p, p.x, m)), 0) << to_string(kernel);
+        if (kernel == Kernel::qmv) control += other_order_differs(p, p.x, m, gpu);
+      }
     }
+  EXPECT_GT(control, 0) << kControlMessage;
 }
 
 // Several trips of tasks over the resident warps with a partial last one, whose tasks' K is split
@@ -145,6 +170,7 @@ TEST(CudaQmv, EqualsCpuMirrorOverSeveralTrips) {
     int bits;
     std::int64_t n, k;
   };
+  std::int64_t control = 0;
   // 4, 5 and 6 bits carry each trip's first round over from the trip before (K in one tile; a
   // trip before a split one carries nothing); K = 17408 takes two tiles, where nothing is carried.
   for (Case c : {Case{4, 4 * (2112 + 800) + 3, 4416}, Case{4, 4 * (2 * 2112 + 300) + 1, 4416},
@@ -156,7 +182,9 @@ TEST(CudaQmv, EqualsCpuMirrorOverSeveralTrips) {
                    " M " + std::to_string(m));
       const Problem p = make_problem(c.n, c.k, c.bits, 32, DType::f16, m, seed + std::uint64_t(c.n + m));
       const std::vector<std::byte> cpu = run_cpu(Kernel::qmv, p, p.x, m);
-      EXPECT_EQ(differing(run_gpu(Kernel::qmv, p, p.x, m), cpu), 0);
+      const std::vector<std::byte> gpu = run_gpu(Kernel::qmv, p, p.x, m);
+      EXPECT_EQ(differing(gpu, cpu), 0);
+      control += other_order_differs(p, p.x, m, gpu);
       // The L2 prefetch's settings (memory traffic only, at 2 and 4 bits; K = 4416 and 3840 leave
       // some lanes a round fewer than others), with the last trip split and not.
       for (int rounds : {0, 1, 3})
@@ -168,6 +196,7 @@ TEST(CudaQmv, EqualsCpuMirrorOverSeveralTrips) {
           EXPECT_EQ(differing(run_gpu(Kernel::qmv, p, p.x, m, options), cpu), 0);
         }
     }
+  EXPECT_GT(control, 0) << kControlMessage;  // over 200,000 f16 outputs
 }
 
 // qmv_streamed's passes where the matrix has many rows: from 8 trips per warp of the two-block
@@ -177,6 +206,7 @@ TEST(CudaQmv, StreamedPassesOnManyRowsEqualCpuMirror) {
   REQUIRE_GPU();
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
+  std::int64_t control = 0;
   for (std::int64_t n : {4 * 16896 + 5, 4 * 16896 - 7})
     for (int bits : {3, 4}) {
       const std::int64_t m_max = 11;
@@ -185,9 +215,12 @@ TEST(CudaQmv, StreamedPassesOnManyRowsEqualCpuMirror) {
       for (std::int64_t m : {5, 6, 7, 9, 11}) {
         SCOPED_TRACE("N " + std::to_string(n) + " bits " + std::to_string(bits) + " M " + std::to_string(m));
         const std::vector<std::byte> xm(p.x.begin(), p.x.begin() + std::ptrdiff_t(m * row));
-        EXPECT_EQ(differing(run_gpu(Kernel::qmv_streamed, p, xm, m), run_cpu(Kernel::qmv, p, xm, m)), 0);
+        const std::vector<std::byte> gpu = run_gpu(Kernel::qmv_streamed, p, xm, m);
+        EXPECT_EQ(differing(gpu, run_cpu(Kernel::qmv, p, xm, m)), 0);
+        control += other_order_differs(p, xm, m, gpu);
       }
     }
+  EXPECT_GT(control, 0) << kControlMessage;  // over 2.5 million bf16 outputs
 }
 
 // Block of M == M single-vector calls == qmv, for every streamed width; qmv_wide (another
@@ -254,6 +287,7 @@ TEST(CudaQmv, ExtremeActivationRangesEqualCpuMirror) {
   REQUIRE_GPU();
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
+  std::int64_t control = 0;
   for (DType dtype : {DType::f32, DType::bf16})
     for (int bits : {2, 3, 4, 5, 6, 8}) {
       const std::int64_t n = 45, k = 2048 + 320, m = 5;
@@ -272,9 +306,12 @@ TEST(CudaQmv, ExtremeActivationRangesEqualCpuMirror) {
       p.x = to_dtype(x, dtype);
       for (Kernel kernel : {Kernel::qmv, Kernel::qmv_streamed}) {
         SCOPED_TRACE(std::string(to_string(kernel)) + " bits " + std::to_string(bits) + " " + std::string(to_string(dtype)));
-        EXPECT_EQ(differing(run_gpu(kernel, p, p.x, m), run_cpu(kernel, p, p.x, m)), 0);
+        const std::vector<std::byte> gpu = run_gpu(kernel, p, p.x, m);
+        EXPECT_EQ(differing(gpu, run_cpu(kernel, p, p.x, m)), 0);
+        if (dtype == DType::f32) control += other_order_differs(p, p.x, m, gpu);
       }
     }
+  EXPECT_GT(control, 0) << kControlMessage;
 }
 
 // Chains y1 = A x, y2 = B y1, y3 = A y2, ... (A is N x K, B is K x N) on one stream as

@@ -19,6 +19,7 @@
 
 #include "exactq/dtype.h"
 #include "exactq/format.h"
+#include "expect_invalid.h"
 
 namespace exactq::test {
 
@@ -233,20 +234,6 @@ inline std::int64_t differing_bytes(std::span<const std::byte> a, std::span<cons
   std::int64_t d = 0;
   for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) d += a[i] != b[i];
   return d;
-}
-
-// Runs fn, expects std::invalid_argument whose message contains `needle`.
-template <typename Fn>
-void expect_invalid(Fn&& fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected std::invalid_argument mentioning '" << needle << "', nothing was thrown";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
-        << "message '" << e.what() << "' does not contain '" << needle << "'";
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected std::invalid_argument, got another exception: " << e.what();
-  }
 }
 
 }  // namespace exactq::test

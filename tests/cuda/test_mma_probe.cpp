@@ -1,7 +1,9 @@
 // Decision 0002 rests on this: a column of an mma.sync.m16n8k16 result depends only on its own
 // column of B, so the batch on the n dimension cannot change one vector's bits. Checked for bf16
-// (already seen on the H200, gpu-anchors.md) and for f16, on random data. The negative control
-// flips the sign of column 0's largest element, and column 0's output must then move. (It once
+// (already seen on the H200, gpu-anchors.md) and for f16, on random data, for each of the 8
+// columns in turn (trial t probes column t % 8; qmv_mma puts vectors in every column). The
+// negative control flips the sign of the probed column's largest element, and that column's
+// output must then move. (It once
 // flipped one ulp of a random element; a small element's ulp can vanish below the last bit of a
 // 4096-term sum, and one fresh seed in session 9 drew such a case.)
 #include <gtest/gtest.h>
@@ -39,16 +41,19 @@ TEST(MmaProbe, OutputColumnIgnoresOtherColumnsOfB) {
       std::vector<std::uint16_t> a(16 * k), b_alone(8 * k, 0), b_crowded(8 * k), b_nudged;
       for (auto& v : a) v = to16(integer_a ? float(code(rng)) : normal(rng), bf16);
       const float scale = trial % 3 == 0 ? 1000.0f : 1.0f;
-      int largest = 0;
+      const int column = trial % 8;  // B is stored by column: column j is b[j * k, (j + 1) * k)
+      const int first = column * k;
+      int largest = first;
       float largest_abs = -1.0f;
-      for (int i = 0; i < k; ++i) {  // column 0
+      for (int i = first; i < first + k; ++i) {  // the probed column; the others stay 0
         const float v = scale * normal(rng);
-        b_alone[i] = to16(v, bf16);
+        b_alone[std::size_t(i)] = to16(v, bf16);
         if (std::fabs(v) > largest_abs) largest_abs = std::fabs(v), largest = i;
       }
-      for (int i = 0; i < 8 * k; ++i) b_crowded[i] = i < k ? b_alone[i] : to16(scale * normal(rng), bf16);
+      for (int i = 0; i < 8 * k; ++i)
+        b_crowded[std::size_t(i)] = i >= first && i < first + k ? b_alone[std::size_t(i)] : to16(scale * normal(rng), bf16);
       b_nudged = b_alone;
-      b_nudged[std::size_t(largest)] ^= 0x8000u;  // column 0's largest element changes sign
+      b_nudged[std::size_t(largest)] ^= 0x8000u;  // the probed column's largest element changes sign
 
       cuda::DeviceBuffer da(a.size() * 2), db(b_alone.size() * 2), dd(16 * 8 * 4);
       da.upload(std::as_bytes(std::span(a)));
@@ -60,15 +65,16 @@ TEST(MmaProbe, OutputColumnIgnoresOtherColumnsOfB) {
                   cudaSuccess);
         std::vector<float> d(16 * 8);
         dd.download(std::as_writable_bytes(std::span(d)));
-        std::vector<float> col0(16);
-        for (int r = 0; r < 16; ++r) col0[std::size_t(r)] = d[std::size_t(r * 8)];
-        return col0;
+        std::vector<float> probed(16);
+        for (int r = 0; r < 16; ++r) probed[std::size_t(r)] = d[std::size_t(r * 8 + column)];
+        return probed;
       };
       const auto alone = run(b_alone), crowded = run(b_crowded), again = run(b_alone), nudged = run(b_nudged);
-      EXPECT_EQ(std::memcmp(alone.data(), crowded.data(), 16 * sizeof(float)), 0) << "trial " << trial;
-      EXPECT_EQ(std::memcmp(alone.data(), again.data(), 16 * sizeof(float)), 0) << "trial " << trial;
+      EXPECT_EQ(std::memcmp(alone.data(), crowded.data(), 16 * sizeof(float)), 0) << "trial " << trial << " column " << column;
+      EXPECT_EQ(std::memcmp(alone.data(), again.data(), 16 * sizeof(float)), 0) << "trial " << trial << " column " << column;
       EXPECT_NE(std::memcmp(alone.data(), nudged.data(), 16 * sizeof(float)), 0)
-          << "negative control: changing column 0 itself did not move its output (trial " << trial << ")";
+          << "negative control: changing the probed column itself did not move its output (trial " << trial
+          << ", column " << column << ")";
     }
   }
 }

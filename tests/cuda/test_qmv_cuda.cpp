@@ -14,6 +14,7 @@
 #include "exactq/qmv.h"
 #include "exactq/quantize.h"
 #include "exactq/timing.h"
+#include "expect_invalid.h"
 
 namespace exactq {
 namespace {
@@ -368,26 +369,29 @@ TEST(CudaQmv, OverlappedChainedLaunchesEqualCpuMirror) {
 
 TEST(CudaQmv, RejectsBadArguments) {
   REQUIRE_GPU();
+  using test::expect_invalid;
   const Problem p = make_problem(8, 256, 4, 64, DType::bf16, 2, 1);
   cuda::DeviceBuffer dx(p.x.size()), dy(8 * 2 * 2), small(3);
-  EXPECT_THROW(cuda::qmv(Kernel::qmv, p.device.view, dx.bytes(), 0, dy.bytes()), std::invalid_argument);
-  EXPECT_THROW(cuda::qmv(Kernel::qmv, p.device.view, small.bytes(), 2, dy.bytes()), std::invalid_argument);
-  EXPECT_THROW(cuda::qmv(Kernel::qmv, p.device.view, dx.bytes(), 2, small.bytes()), std::invalid_argument);
+  auto call = [&](Kernel kernel, std::span<const std::byte> x, std::int64_t m, std::span<std::byte> y,
+                  const QmvOptions& o = {}) { return [&, kernel, x, m, y, o] { cuda::qmv(kernel, p.device.view, x, m, y, o); }; };
+  expect_invalid(call(Kernel::qmv, dx.bytes(), 0, dy.bytes()), "M = 0");
+  expect_invalid(call(Kernel::qmv, small.bytes(), 2, dy.bytes()), "activations have 3 bytes");
+  expect_invalid(call(Kernel::qmv, dx.bytes(), 2, small.bytes()), "output has 3 bytes");
   QmvOptions o;
   o.streamed_max_vectors = 0;
-  EXPECT_THROW(cuda::qmv(Kernel::qmv_streamed, p.device.view, dx.bytes(), 2, dy.bytes(), o), std::invalid_argument);
+  expect_invalid(call(Kernel::qmv_streamed, dx.bytes(), 2, dy.bytes(), o), "streamed_max_vectors = 0");
   for (auto [rounds, next] : {std::pair{-2, -1}, std::pair{65, -1}, std::pair{2, 2}}) {
     QmvOptions bad;
     bad.qmv_l2_prefetch_rounds = rounds;
     bad.qmv_split_last_trip = next;
-    EXPECT_THROW(cuda::qmv(Kernel::qmv, p.device.view, dx.bytes(), 2, dy.bytes(), bad), std::invalid_argument)
-        << rounds << " " << next;
+    expect_invalid(call(Kernel::qmv, dx.bytes(), 2, dy.bytes(), bad),
+                   next == 2 ? "qmv_split_last_trip = 2" : "qmv_l2_prefetch_rounds = " + std::to_string(rounds));
   }
   // Misaligned device pointers are refused before any launch (they would fault on the device).
   cuda::DeviceBuffer shifted(p.x.size() + 16);
   const auto misaligned_x = std::span<const std::byte>(shifted.bytes()).subspan(2, p.x.size());
   for (Kernel k : {Kernel::qmv, Kernel::qmv_streamed, Kernel::qmv_wide})
-    EXPECT_THROW(cuda::qmv(k, p.device.view, misaligned_x, 2, dy.bytes()), std::invalid_argument);
+    expect_invalid(call(k, misaligned_x, 2, dy.bytes()), "is not 16-byte aligned");
   EXPECT_NO_THROW(cuda::qmv(Kernel::qmv, p.device.view, std::span<const std::byte>(shifted.bytes()).subspan(16, p.x.size()),
                             2, dy.bytes()));  // control: the same buffer, aligned
   std::vector<std::byte> y(dy.size());

@@ -458,8 +458,10 @@ inline constexpr bool kStageTwoRounds = EXACTQ_QMV_STAGE_TWO_ROUNDS != 0;
 // on 28672x8192, against 91.8 % with 512 bytes. The 3-buffer register ring measured then was in
 // the f32 chain's era, when the arithmetic capped qmv near 63 %; session 15's rings were at
 // 2 rows, with twice the task ends. The third buffer needs 24 registers at 4 rows, so it goes
-// with EXACTQ_QMV_SM_WARPS=12 (168 registers). Memory traffic only: each lane's chunks reach its
-// chains in the same order, so the bits are unchanged.
+// with EXACTQ_QMV_WARPS=12 and EXACTQ_QMV_SM_WARPS=12: one block of 12 warps, 168 registers (with
+// 8-warp blocks, SM_WARPS=12 still rounds up to two blocks and 128 registers, and it spills).
+// Memory traffic only: each lane's chunks reach its chains in the same order, so the bits are
+// unchanged.
 #ifndef EXACTQ_QMV_BUFFERS
 #define EXACTQ_QMV_BUFFERS 2
 #endif
@@ -536,8 +538,9 @@ __global__ void __launch_bounds__(kFamilyWarps<V> * 32, kFamilyMinBlocks<V, ROWS
       asm("" : "+l"(wrow[r]), "+r"(prow[r]));
     }
   };
-  // The software pipeline's two register buffers (see the tile loop). With kCarry, a trip's
-  // first round may already be in the first one, loaded by the trip before (`carried`).
+  // The software pipeline's register buffers (see the tile loop): two, or three with
+  // EXACTQ_QMV_BUFFERS=3. With kCarry, a trip's first round (and with three buffers its second)
+  // may already be in them, loaded by the trip before (`carried`).
   std::uint32_t wa[ROWS][BITS], wb[ROWS][BITS];
   std::uint32_t sa[ROWS], ba[ROWS], sb[ROWS], bb[ROWS];
   std::uint32_t wc[ROWS][BITS], sc3[ROWS], bc3[ROWS];  // the third buffer, with kQmvBuffers<V> == 3 only
@@ -593,7 +596,8 @@ __global__ void __launch_bounds__(kFamilyWarps<V> * 32, kFamilyMinBlocks<V, ROWS
       const int chunks = count / kChunkValues;
       const int chunk0 = int(first / kChunkValues);
       // Software pipeline: the next chunk's loads (per row) are issued before the current one is
-      // computed. Two register buffers, used alternately; chunks still go in increasing order.
+      // computed. Two register buffers, used alternately (three with EXACTQ_QMV_BUFFERS=3, below);
+      // chunks still go in increasing order.
       // The buffers hold the parameters' raw bits; they are widened in `step`, when used.
       auto load = [&](int c, std::uint32_t (&w)[ROWS][BITS], std::uint32_t (&sc)[ROWS], std::uint32_t (&bi)[ROWS]) {
         load_round(chunk0 + c, w, sc, bi);

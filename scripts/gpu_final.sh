@@ -48,6 +48,14 @@ done
   --json "$out/bench.json" --markdown "$out/bench.md" --plot "$out/bench.svg" >"$out/bench.log" 2>&1
 echo "bench exit $?"
 grep -E "ceiling|V=|qmv +1 |qmv_mma +(1|16) " "$out/bench.log" | grep -E "ceiling|V=|head|big|gate_up|down" | head -60
+# Session 20's record had qmv_streamed on Llama's head at M = 16 out of line (792 us, against 625 in
+# an A/B of the same call): the same point twice more, alone, to tell a repeatable cost from a
+# one-off.
+for pass in 1 2; do
+  "$bin/exactq" bench --backend cuda --shapes 128256x4096 --m 8,16 --kernels qmv_streamed --bits 4 --group 64 \
+    --dtype bf16 --repeats 20 >"$out/bench_llama_head_m16_$pass.log" 2>&1
+  echo "llama head qmv_streamed again ($pass): $(awk '$4=="qmv_streamed" {printf "M=%s %s us; ", $5, $6}' "$out/bench_llama_head_m16_$pass.log")"
+done
 # SKIP_EXTRA=1: skip the other bit widths and the overlapped bench (straight to the anchors).
 [[ ${SKIP_EXTRA:-0} == 1 ]] || {
 # qmv at M = 1 for the other bit widths (qmv_mma serves 4 and 8).

@@ -40,7 +40,7 @@ template <int BITS, int V, int ROWS>
 int family_tile(std::int64_t k) {
   if constexpr (V > 1) {
     const SharedMemoryLimits limits = shared_memory_limits();
-    const int budget = std::min(limits.per_sm / kFamilyMinBlocks<V, ROWS> - limits.reserved_per_block, limits.per_block);
+    const int budget = std::min(limits.per_sm / kFamilyMinBlocks<V, ROWS, BITS> - limits.reserved_per_block, limits.per_block);
     const double bytes_per_value = double(16 * kPieces<BITS> + 8) / kChunkValues;  // family_shared_bytes'
     return k_tile(k, V, bytes_per_value / 4 - 1, budget);
   }
@@ -49,7 +49,7 @@ int family_tile(std::int64_t k) {
 
 template <int BITS, int V, int ROWS, int PARAM>
 int family_blocks_per_sm(std::size_t smem) {
-  return resident_blocks<qmv_family_kernel<BITS, V, ROWS, PARAM>>(kFamilyWarps<V> * 32, smem, family_max_shared<V>());
+  return resident_blocks<qmv_family_kernel<BITS, V, ROWS, PARAM>>(kFamilyWarps<V, BITS> * 32, smem, family_max_shared<V>());
 }
 
 // Launches `tiles` tiles of V vectors starting at vector_offset.
@@ -75,16 +75,16 @@ void launch_family(const QuantizedMatrixView& w, const void* x, std::int64_t vec
   if constexpr (V == 1) {
     for (int s = EXACTQ_QMV_SPLIT_MAX; s >= 2 && p.split == 1; --s) {
       // A split task's parts are consecutive warps of one block.
-      if (kFamilyWarps<V> % s != 0 || w.k > p.tile_values || family_rounds(w.k) < s) continue;
-      const std::size_t with_park = family_shared_bytes<BITS>(1, p.tile_values) + split_park_bytes(s, ROWS, w.k);
+      if (kFamilyWarps<V, BITS> % s != 0 || w.k > p.tile_values || family_rounds(w.k) < s) continue;
+      const std::size_t with_park = family_shared_bytes<BITS>(1, p.tile_values) + split_park_bytes(s, kFamilyWarps<V, BITS>, ROWS, w.k);
       if (with_park > std::size_t(family_max_shared<V>())) continue;  // the park does not fit beside x
       const std::int64_t resident = std::int64_t(family_blocks_per_sm<BITS, V, ROWS, PARAM>(with_park)) * sm_count();
-      const std::int64_t slots = (tasks < resident ? tasks : resident) * kFamilyWarps<V>;  // the kernel's grid, as below
+      const std::int64_t slots = (tasks < resident ? tasks : resident) * kFamilyWarps<V, BITS>;  // the kernel's grid, as below
       const std::int64_t last_trip = tasks % slots;
       if (tasks * s <= slots || (split_last_trip && last_trip > 0 && last_trip * s <= slots)) p.split = s;
     }
   }
-  const std::size_t smem = family_shared_bytes<BITS>(V, p.tile_values) + split_park_bytes(p.split, ROWS, w.k);
+  const std::size_t smem = family_shared_bytes<BITS>(V, p.tile_values) + split_park_bytes(p.split, kFamilyWarps<V, BITS>, ROWS, w.k);
   const std::int64_t resident = std::int64_t(family_blocks_per_sm<BITS, V, ROWS, PARAM>(smem)) * sm_count();
   // As many blocks as fit, each with at least one task: when there are fewer tasks than resident
   // warps, they spread over every SM (some warps of each block only stage) instead of filling
@@ -109,14 +109,14 @@ void launch_family(const QuantizedMatrixView& w, const void* x, std::int64_t vec
   if constexpr (V == 1 && (BITS == 2 || BITS == 4)) {
     if (options.qmv_l2_prefetch_rounds >= 0)
       p.l2_prefetch_rounds = options.qmv_l2_prefetch_rounds;
-    else if (BITS == 4 && tasks >= kPrefetchMinTrips * std::int64_t(grid_x) * kFamilyWarps<V>)
+    else if (BITS == 4 && tasks >= kPrefetchMinTrips * std::int64_t(grid_x) * kFamilyWarps<V, BITS>)
       p.l2_prefetch_rounds = EXACTQ_QMV_PREFETCH_ROUNDS;
   }
   constexpr std::int64_t kMaxGridY = 65535;
   for (std::int64_t t0 = 0; t0 < tiles; t0 += kMaxGridY) {
     const std::int64_t count = tiles - t0 < kMaxGridY ? tiles - t0 : kMaxGridY;
     p.vector_offset = vector_offset + t0 * V;
-    launch_overlapping(qmv_family_kernel<BITS, V, ROWS, PARAM>, dim3(grid_x, unsigned(count)), kFamilyWarps<V> * 32, smem,
+    launch_overlapping(qmv_family_kernel<BITS, V, ROWS, PARAM>, dim3(grid_x, unsigned(count)), kFamilyWarps<V, BITS> * 32, smem,
                        options.overlap_launch, stream, p);
   }
 }

@@ -70,22 +70,23 @@ std::size_t family_shared_bytes(int vectors, int tile_values) {
 // Rounds of a row: a chunk per lane per round.
 EXACTQ_HD int family_rounds(std::int64_t k) { return int((k / kChunkValues + 31) / 32); }
 
-// Warps per block. A -D knob for qmv (V = 1): with 16, one block per SM stages x once instead of
-// twice. Session 20 call 1 (scripts/sessions/gpu_session20.sh): within 5 % of 8 warps, faster on
-// the down projections and slower on the gate/up ones, so 8 stays.
+// Warps per block. A -D knob for qmv (V = 1) at 4 bits (the other widths keep 8): with 16, one
+// block per SM stages x once instead of twice. Session 20 call 1 (scripts/sessions/gpu_session20.sh):
+// within 5 % of 8 warps, faster on the down projections and slower on the gate/up ones, so 8 stays.
+// Sessions 21-22 size 4-bit variants with 12 and 8 warps by it (with EXACTQ_QMV_SM_WARPS).
 #ifndef EXACTQ_QMV_WARPS
 #define EXACTQ_QMV_WARPS 8
 #endif
-template <int V>
-inline constexpr int kFamilyWarps = V == 1 ? EXACTQ_QMV_WARPS : kWarps;
+template <int V, int BITS = 0>  // BITS = 0: a width the knob does not touch
+inline constexpr int kFamilyWarps = V == 1 && BITS == 4 ? EXACTQ_QMV_WARPS : kWarps;
 
-// With a K split, the parked chunk values of one block: per task, every round after the first
-// part's, ROWS floats per lane.
-inline std::size_t split_park_bytes(int split, int rows, std::int64_t k) {
+// With a K split, the parked chunk values of one block of `warps` warps: per task, every round
+// after the first part's, ROWS floats per lane.
+inline std::size_t split_park_bytes(int split, int warps, int rows, std::int64_t k) {
   if (split <= 1) return 0;
   const std::int64_t rounds = family_rounds(k);
   const std::int64_t first_part = (rounds + split - 1) / split;
-  return std::size_t(kFamilyWarps<1> / split) * std::size_t(rounds - first_part) * rows * 32 * 4;
+  return std::size_t(warps / split) * std::size_t(rounds - first_part) * rows * 32 * 4;
 }
 
 // A thread per (vector, chunk), as order::exact_chunk: its 32 values, E, X, S and u, then the
@@ -361,17 +362,18 @@ __device__ __forceinline__ void chunk_step(const std::uint32_t (&w)[ROWS][BITS],
 #ifndef EXACTQ_QMV_TWO_ROW_BLOCKS
 #define EXACTQ_QMV_TWO_ROW_BLOCKS 2
 #endif
-// EXACTQ_QMV_SM_WARPS, a -D knob for measuring (session 21): the warps per SM qmv's 4-row (or
-// wider) kernels are sized for; 12 gives them 168 registers.
+// EXACTQ_QMV_SM_WARPS, a -D knob for measuring (session 21): the warps per SM qmv's 4-bit kernels
+// are sized for; 12 gives them 168 registers.
 #ifndef EXACTQ_QMV_SM_WARPS
 #define EXACTQ_QMV_SM_WARPS (2 * kWarps)
 #endif
-template <int V, int ROWS>
+template <int V, int ROWS, int BITS = 0>
 inline constexpr int kFamilyMinBlocks =  // warps per SM, then blocks of kFamilyWarps
     V >= 5 ? 1
-           : ((V == 1 ? (ROWS <= 2 ? EXACTQ_QMV_TWO_ROW_BLOCKS * kWarps : EXACTQ_QMV_SM_WARPS) : 2 * kWarps) +
-              kFamilyWarps<V> - 1) /
-                 kFamilyWarps<V>;
+           : ((V == 1 ? (ROWS <= 2 ? EXACTQ_QMV_TWO_ROW_BLOCKS * kWarps : BITS == 4 ? EXACTQ_QMV_SM_WARPS : 2 * kWarps)
+                      : 2 * kWarps) +
+              kFamilyWarps<V, BITS> - 1) /
+                 kFamilyWarps<V, BITS>;
 
 // A -D knob for A/Bs (session 14 §2): 0 compiles the L2 prefetch out of every kernel, and with
 // it the branch that keeps ptxas from sinking the 4-bit loads (see `prefetch` below).
@@ -452,8 +454,8 @@ inline constexpr int kParamFetch = V == 1 ? EXACTQ_QMV_PARAM_FETCH : 0;
 #endif
 inline constexpr bool kStageTwoRounds = EXACTQ_QMV_STAGE_TWO_ROUNDS != 0;
 
-// A -D knob for measuring (session 22): register buffers of qmv's software pipeline, 2 (one round
-// in flight while one is computed) or 3 (two rounds). Session 6's pattern reads (loads only, no
+// A -D knob for measuring (session 22): register buffers of qmv's software pipeline at 4 bits,
+// 2 (one round in flight while one is computed) or 3 (two rounds). Session 6's pattern reads (no
 // arithmetic) put qmv's request pattern with 1 KB per row in flight at 97.9 % of a streaming read
 // on 28672x8192, against 91.8 % with 512 bytes. The 3-buffer register ring measured then was in
 // the f32 chain's era, when the arithmetic capped qmv near 63 %; session 15's rings were at
@@ -465,8 +467,8 @@ inline constexpr bool kStageTwoRounds = EXACTQ_QMV_STAGE_TWO_ROUNDS != 0;
 #ifndef EXACTQ_QMV_BUFFERS
 #define EXACTQ_QMV_BUFFERS 2
 #endif
-template <int V>
-inline constexpr int kQmvBuffers = V == 1 ? EXACTQ_QMV_BUFFERS : 2;
+template <int V, int BITS>
+inline constexpr int kQmvBuffers = V == 1 && BITS == 4 ? EXACTQ_QMV_BUFFERS : 2;  // 4 bits only, as the warps
 static_assert(EXACTQ_QMV_BUFFERS == 2 || EXACTQ_QMV_BUFFERS == 3, "EXACTQ_QMV_BUFFERS is 2 or 3");
 // With three buffers, EXACTQ_QMV_PARAM_BUFFERS=2 keeps the group parameters one round ahead (two
 // buffers) while the codes go two rounds ahead: 8 registers fewer at 4 rows, for two blocks of
@@ -474,13 +476,13 @@ static_assert(EXACTQ_QMV_BUFFERS == 2 || EXACTQ_QMV_BUFFERS == 3, "EXACTQ_QMV_BU
 #ifndef EXACTQ_QMV_PARAM_BUFFERS
 #define EXACTQ_QMV_PARAM_BUFFERS EXACTQ_QMV_BUFFERS
 #endif
-template <int V>
-inline constexpr bool kQmvParamsLag = kQmvBuffers<V> == 3 && EXACTQ_QMV_PARAM_BUFFERS == 2;
+template <int V, int BITS>
+inline constexpr bool kQmvParamsLag = kQmvBuffers<V, BITS> == 3 && EXACTQ_QMV_PARAM_BUFFERS == 2;
 static_assert(EXACTQ_QMV_PARAM_BUFFERS == EXACTQ_QMV_BUFFERS || (EXACTQ_QMV_BUFFERS == 3 && EXACTQ_QMV_PARAM_BUFFERS == 2),
               "EXACTQ_QMV_PARAM_BUFFERS is EXACTQ_QMV_BUFFERS, or 2 with 3");
 
 template <int BITS, int V, int ROWS, int PARAM>
-__global__ void __launch_bounds__(kFamilyWarps<V> * 32, kFamilyMinBlocks<V, ROWS>)
+__global__ void __launch_bounds__(kFamilyWarps<V, BITS> * 32, kFamilyMinBlocks<V, ROWS, BITS>)
     qmv_family_kernel(const QmvParams p) {
   extern __shared__ uint4 shared_raw[];
   const int tile_chunks = p.tile_values / kChunkValues, vector_stride = tile_chunks * kPieces<BITS>;
@@ -507,7 +509,7 @@ __global__ void __launch_bounds__(kFamilyWarps<V> * 32, kFamilyMinBlocks<V, ROWS
   // chunk's folded value in shared memory, and part 0 then adds those in increasing round, so
   // every lane's chain, and so every bit, is unchanged.
   const std::int64_t tasks = (p.n + ROWS - 1) / ROWS;
-  const std::int64_t slots = std::int64_t(gridDim.x) * kFamilyWarps<V>;  // tasks per unsplit trip
+  const std::int64_t slots = std::int64_t(gridDim.x) * kFamilyWarps<V, BITS>;  // tasks per unsplit trip
   const int last_split = V == 1 ? p.split : 1;
   const std::int64_t whole_trips = last_split > 1 ? tasks / slots : (tasks + slots - 1) / slots;
   const std::int64_t trips = whole_trips + (tasks > whole_trips * slots ? 1 : 0);
@@ -543,7 +545,7 @@ __global__ void __launch_bounds__(kFamilyWarps<V> * 32, kFamilyMinBlocks<V, ROWS
   // may already be in them, loaded by the trip before (`carried`).
   std::uint32_t wa[ROWS][BITS], wb[ROWS][BITS];
   std::uint32_t sa[ROWS], ba[ROWS], sb[ROWS], bb[ROWS];
-  std::uint32_t wc[ROWS][BITS], sc3[ROWS], bc3[ROWS];  // the third buffer, with kQmvBuffers<V> == 3 only
+  std::uint32_t wc[ROWS][BITS], sc3[ROWS], bc3[ROWS];  // the third buffer, with kQmvBuffers<V, BITS> == 3 only
   constexpr bool kCarry = kFamilyCarry<BITS, V>;
   bool carried = false;
   // One round's loads into a register buffer: chunk `chunk` of K (counted from the row's start)
@@ -645,14 +647,14 @@ __global__ void __launch_bounds__(kFamilyWarps<V> * 32, kFamilyMinBlocks<V, ROWS
       // 28672x8192 and 6 % on Gemma's head (call 1, EXACTQ_QMV_PREFETCH_CODE=0).
       auto prefetch = [&](int c) {
         if constexpr (kPrefetchCode) {
-          const int ahead = c + 32 * (kQmvBuffers<V> - 1 + p.l2_prefetch_rounds);
+          const int ahead = c + 32 * (kQmvBuffers<V, BITS> - 1 + p.l2_prefetch_rounds);
           if (p.l2_prefetch_rounds > 0 && ahead < c_end)
 #pragma unroll
             for (int r = 0; r < ROWS; ++r)
               asm volatile("prefetch.global.L2 [%0];" ::"l"(wrow[r] + std::int64_t(chunk0 + ahead) * (4 * BITS)));
         }
       };
-      if constexpr (kQmvParamsLag<V>) {
+      if constexpr (kQmvParamsLag<V, BITS>) {
         // Codes two rounds ahead in three buffers (a, b, c), parameters one round ahead in two
         // (a, b): six phases before both rotations line up again.
         if (c + 32 < c_end && !second_loaded && !(kCarry && carried)) load_codes(chunk0 + c + 32, wb);
@@ -670,7 +672,7 @@ __global__ void __launch_bounds__(kFamilyWarps<V> * 32, kFamilyMinBlocks<V, ROWS
           while (phase(wa, wc, sa, ba, sb, bb) && phase(wb, wa, sb, bb, sa, ba) && phase(wc, wb, sa, ba, sb, bb) &&
                  phase(wa, wc, sb, bb, sa, ba) && phase(wb, wa, sa, ba, sb, bb) && phase(wc, wb, sb, bb, sa, ba)) {
           }
-      } else if constexpr (kQmvBuffers<V> == 3) {
+      } else if constexpr (kQmvBuffers<V, BITS> == 3) {
         // Two rounds in flight while one is computed: the buffers rotate a, b, c.
         if (c + 32 < c_end && !second_loaded && !(kCarry && carried)) load(c + 32, wb, sb, bb);
         while (c < c_end) {
@@ -726,9 +728,9 @@ __global__ void __launch_bounds__(kFamilyWarps<V> * 32, kFamilyMinBlocks<V, ROWS
         point(next * ROWS);
         if (next < tasks && lane < int(p.k / kChunkValues)) load_round(lane, wa, sa, ba);
         // With three buffers, its second round too (the trip's loop then skips both loads).
-        if constexpr (kQmvParamsLag<V>) {
+        if constexpr (kQmvParamsLag<V, BITS>) {
           if (next < tasks && lane + 32 < int(p.k / kChunkValues)) load_codes(lane + 32, wb);
-        } else if constexpr (kQmvBuffers<V> == 3) {
+        } else if constexpr (kQmvBuffers<V, BITS> == 3) {
           if (next < tasks && lane + 32 < int(p.k / kChunkValues)) load_round(lane + 32, wb, sb, bb);
         }
       }

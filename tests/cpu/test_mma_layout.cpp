@@ -211,6 +211,13 @@ TEST(MmaLayout, CpuReferenceGivesTheSameBytesAndOtherKernelsRefuse) {
     cpu::qmv(Kernel::qmv_mma, w.view(), x, m, y1);
     cpu::qmv(Kernel::qmv_mma, f.view(), x, m, y2);
     EXPECT_EQ(y1, y2);
+    // Control: the fragment matrix with its first byte inverted (several codes of one row) reads
+    // other weights, so the comparison above could have failed.
+    QuantizedMatrix f_changed = f;
+    f_changed.packed[0] ^= 0xFFu;
+    std::vector<std::byte> y3(y1.size());
+    cpu::qmv(Kernel::qmv_mma, f_changed.view(), x, m, y3);
+    EXPECT_NE(y1, y3);
     for (Kernel kernel : {Kernel::qmv, Kernel::qmv_streamed, Kernel::qmv_wide})
       EXPECT_THROW(cpu::qmv(kernel, f.view(), x, m, y2), std::invalid_argument) << to_string(kernel);
   }

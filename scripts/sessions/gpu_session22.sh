@@ -19,6 +19,7 @@
 #   b3p    -DEXACTQ_QMV_BUFFERS=3 -DEXACTQ_QMV_PARAM_BUFFERS=2
 #          codes two rounds ahead, group parameters one, in main's blocks (two of 8 warps, 128
 #          registers): 16 x 4 KB of codes in flight; spills 44 bytes (ptxas)
+# The knobs act on 4-bit qmv only: every other width and kernel of a variant is main's.
 # First the same-call A/B of qmv at M = 1 (the bench's output digests, equal to main's, are the
 # first check of the variants' bytes), then, as time allows, their bytes against the CPU mirror:
 # split trips, several trips with the carry, K of one and two rounds, K in two tiles, f16 and f32.

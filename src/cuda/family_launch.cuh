@@ -62,6 +62,7 @@ void launch_family(const QuantizedMatrixView& w, const void* x, std::int64_t vec
   QmvParams p{w.packed.data(), w.scales.data(), w.biases.data(), x, y, w.n, w.k, 0, w.group, family_tile<BITS, V, ROWS>(w.k),
               w.dtype, 1, 0};
   const std::int64_t tasks = (w.n + ROWS - 1) / ROWS;
+  constexpr int warps = kFamilyWarps<V, BITS>;  // per block
   // qmv with one K tile: the tasks of a partial last trip over the resident warps (with fewer
   // tasks than warps, the only trip) have their K split over 2 or 4 warps, as many as the trip
   // leaves room for (qmv_family_kernel replays the parts in order). A choice from N, K and the
@@ -75,16 +76,16 @@ void launch_family(const QuantizedMatrixView& w, const void* x, std::int64_t vec
   if constexpr (V == 1) {
     for (int s = EXACTQ_QMV_SPLIT_MAX; s >= 2 && p.split == 1; --s) {
       // A split task's parts are consecutive warps of one block.
-      if (kFamilyWarps<V, BITS> % s != 0 || w.k > p.tile_values || family_rounds(w.k) < s) continue;
-      const std::size_t with_park = family_shared_bytes<BITS>(1, p.tile_values) + split_park_bytes(s, kFamilyWarps<V, BITS>, ROWS, w.k);
+      if (warps % s != 0 || w.k > p.tile_values || family_rounds(w.k) < s) continue;
+      const std::size_t with_park = family_shared_bytes<BITS>(1, p.tile_values) + split_park_bytes(s, warps, ROWS, w.k);
       if (with_park > std::size_t(family_max_shared<V>())) continue;  // the park does not fit beside x
       const std::int64_t resident = std::int64_t(family_blocks_per_sm<BITS, V, ROWS, PARAM>(with_park)) * sm_count();
-      const std::int64_t slots = (tasks < resident ? tasks : resident) * kFamilyWarps<V, BITS>;  // the kernel's grid, as below
+      const std::int64_t slots = (tasks < resident ? tasks : resident) * warps;  // the kernel's grid, as below
       const std::int64_t last_trip = tasks % slots;
       if (tasks * s <= slots || (split_last_trip && last_trip > 0 && last_trip * s <= slots)) p.split = s;
     }
   }
-  const std::size_t smem = family_shared_bytes<BITS>(V, p.tile_values) + split_park_bytes(p.split, kFamilyWarps<V, BITS>, ROWS, w.k);
+  const std::size_t smem = family_shared_bytes<BITS>(V, p.tile_values) + split_park_bytes(p.split, warps, ROWS, w.k);
   const std::int64_t resident = std::int64_t(family_blocks_per_sm<BITS, V, ROWS, PARAM>(smem)) * sm_count();
   // As many blocks as fit, each with at least one task: when there are fewer tasks than resident
   // warps, they spread over every SM (some warps of each block only stage) instead of filling
@@ -109,14 +110,14 @@ void launch_family(const QuantizedMatrixView& w, const void* x, std::int64_t vec
   if constexpr (V == 1 && (BITS == 2 || BITS == 4)) {
     if (options.qmv_l2_prefetch_rounds >= 0)
       p.l2_prefetch_rounds = options.qmv_l2_prefetch_rounds;
-    else if (BITS == 4 && tasks >= kPrefetchMinTrips * std::int64_t(grid_x) * kFamilyWarps<V, BITS>)
+    else if (BITS == 4 && tasks >= kPrefetchMinTrips * std::int64_t(grid_x) * warps)
       p.l2_prefetch_rounds = EXACTQ_QMV_PREFETCH_ROUNDS;
   }
   constexpr std::int64_t kMaxGridY = 65535;
   for (std::int64_t t0 = 0; t0 < tiles; t0 += kMaxGridY) {
     const std::int64_t count = tiles - t0 < kMaxGridY ? tiles - t0 : kMaxGridY;
     p.vector_offset = vector_offset + t0 * V;
-    launch_overlapping(qmv_family_kernel<BITS, V, ROWS, PARAM>, dim3(grid_x, unsigned(count)), kFamilyWarps<V, BITS> * 32, smem,
+    launch_overlapping(qmv_family_kernel<BITS, V, ROWS, PARAM>, dim3(grid_x, unsigned(count)), warps * 32, smem,
                        options.overlap_launch, stream, p);
   }
 }

@@ -211,10 +211,11 @@ TEST(MmaLayout, CpuReferenceGivesTheSameBytesAndOtherKernelsRefuse) {
     cpu::qmv(Kernel::qmv_mma, w.view(), x, m, y1);
     cpu::qmv(Kernel::qmv_mma, f.view(), x, m, y2);
     EXPECT_EQ(y1, y2);
-    // Control: the fragment matrix with its first byte inverted (several codes of one row) reads
-    // other weights, so the comparison above could have failed.
+    // Control: the fragment matrix with every code inverted (q -> 2^bits - 1 - q) reads other
+    // weights, so the comparison above could have failed. (One inverted byte was not enough: at
+    // 8 bits it is one code, whose change can fall below a bf16 output's last bit.)
     QuantizedMatrix f_changed = f;
-    f_changed.packed[0] ^= 0xFFu;
+    for (auto& byte : f_changed.packed) byte ^= 0xFFu;
     std::vector<std::byte> y3(y1.size());
     cpu::qmv(Kernel::qmv_mma, f_changed.view(), x, m, y3);
     EXPECT_NE(y1, y3);

@@ -675,22 +675,18 @@ __global__ void __launch_bounds__(kFamilyWarps<V, BITS> * 32, kFamilyMinBlocks<V
       } else if constexpr (kQmvBuffers<V, BITS> == 3) {
         // Two rounds in flight while one is computed: the buffers rotate a, b, c.
         if (c + 32 < c_end && !second_loaded && !(kCarry && carried)) load(c + 32, wb, sb, bb);
-        while (c < c_end) {
-          if (c + 64 < c_end) load(c + 64, wc, sc3, bc3);
+        // One turn: load round c + 2 into the buffer freed last turn, compute round c.
+        auto turn = [&](const std::uint32_t (&w)[ROWS][BITS], const std::uint32_t (&sc)[ROWS], const std::uint32_t (&bi)[ROWS],
+                        std::uint32_t (&w_next)[ROWS][BITS], std::uint32_t (&sc_next)[ROWS], std::uint32_t (&bi_next)[ROWS]) {
+          if (c + 64 < c_end) load(c + 64, w_next, sc_next, bi_next);
           prefetch(c);
-          step(wa, sa, ba, c);
+          step(w, sc, bi, c);
           c += 32;
-          if (c >= c_end) break;
-          if (c + 64 < c_end) load(c + 64, wa, sa, ba);
-          prefetch(c);
-          step(wb, sb, bb, c);
-          c += 32;
-          if (c >= c_end) break;
-          if (c + 64 < c_end) load(c + 64, wb, sb, bb);
-          prefetch(c);
-          step(wc, sc3, bc3, c);
-          c += 32;
-        }
+          return c < c_end;
+        };
+        if (c < c_end)
+          while (turn(wa, sa, ba, wc, sc3, bc3) && turn(wb, sb, bb, wa, sa, ba) && turn(wc, sc3, bc3, wb, sb, bb)) {
+          }
       } else {
         while (c < c_end) {
           if (c + 32 < c_end && !second_loaded) load(c + 32, wb, sb, bb);

@@ -4,9 +4,10 @@
 // Every kernel is also given as a time ratio to narrow qmv at the same M ("x qmv": below 1 means
 // the weight reuse pays). The recovered fraction of qmv_streamed is (t_qmv - t_streamed) /
 // (t_qmv - t_wide): how much of the speed that qmv_wide buys by giving up qmv's order the
-// order-keeping kernel gets back. It is only reported where qmv_wide does buy speed (t_wide <
-// t_qmv); otherwise the quotient has no meaning.
+// order-keeping kernel gets back. It is only reported where qmv_wide does buy speed, at least
+// kMinWideSaving of t_qmv (recovered_fraction); otherwise the quotient has no meaning.
 #include "bench.h"
+#include "bench_metrics.h"
 
 #include <algorithm>
 #include <cmath>
@@ -106,10 +107,11 @@ nlohmann::json run_bench(const BenchConfig& c, Backend& backend) {
           row["time_vs_qmv"] = us / q->second;
           vs_qmv = fmt::format("{:.2f}", us / q->second);
         }
-        if (kernel == Kernel::qmv_streamed && m > 1 && q != t.end() && wide != t.end() && wide->second < q->second) {
-          const double frac = (q->second - us) / (q->second - wide->second);
-          row["recovered_fraction"] = frac;
-          recovered = fmt::format("{:.2f}", frac);
+        if (kernel == Kernel::qmv_streamed && m > 1 && q != t.end() && wide != t.end()) {
+          if (const auto frac = recovered_fraction(q->second, us, wide->second)) {
+            row["recovered_fraction"] = *frac;
+            recovered = fmt::format("{:.2f}", *frac);
+          }
         }
         out["rows"].push_back(row);
         fmt::print("{:<14} {:>7} {:>6} {:<13} {:>3} {:>10.1f} {:>9.1f} {:>6.1f}% {:>8} {:>6} {:>10} {}\n", s.name, s.n,

@@ -5,14 +5,17 @@
 
 #include <sys/wait.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "bench_metrics.h"
 #include "test_util.h"
 
 namespace exactq::test {
@@ -192,6 +195,36 @@ TEST(Cli, BenchDigestsTellOrdersApart) {
     wide_differs += at("qmv_wide", m) != at("qmv", m);
   }
   EXPECT_GT(wide_differs, 0) << "the digests do not tell qmv_wide's order from qmv's";
+}
+
+// The recovered fraction is the quotient where qmv_wide saves at least kMinWideSaving of qmv's
+// time, and absent elsewhere, on random timings either side of that line.
+TEST(BenchMetrics, RecoveredFractionOnlyWhereQmvWideSavesEnough) {
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> time_us(1.0, 500.0), share(0.0, 1.5);
+  int reported = 0, left_out = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    const double t_qmv = time_us(rng), t_wide = t_qmv * share(rng), t_streamed = time_us(rng);
+    const auto frac = cli::recovered_fraction(t_qmv, t_streamed, t_wide);
+    if (t_qmv - t_wide >= cli::kMinWideSaving * t_qmv) {
+      ASSERT_TRUE(frac.has_value()) << t_qmv << " " << t_wide;
+      EXPECT_DOUBLE_EQ(*frac * (t_qmv - t_wide), t_qmv - t_streamed);
+      ++reported;
+    } else {
+      EXPECT_FALSE(frac.has_value()) << t_qmv << " " << t_wide;
+      ++left_out;
+    }
+  }
+  EXPECT_GT(reported, 0);
+  EXPECT_GT(left_out, 0);
+  // The ends of the scale: streamed as fast as wide recovers all, as slow as qmv recovers none.
+  EXPECT_DOUBLE_EQ(*cli::recovered_fraction(100.0, 60.0, 60.0), 1.0);
+  EXPECT_DOUBLE_EQ(*cli::recovered_fraction(100.0, 100.0, 60.0), 0.0);
+  // Session 23's H100 case: equal times, no fraction (it had printed 900).
+  EXPECT_FALSE(cli::recovered_fraction(59.5, 35.8, 59.49).has_value());
+  EXPECT_FALSE(cli::recovered_fraction(100.0, 50.0, std::nan("")).has_value());
 }
 
 }  // namespace

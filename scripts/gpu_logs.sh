@@ -60,3 +60,35 @@ qmv_m1_section() {
   if time_left 90; then ovl_qmv_m1 "$shapes" "$@"; else echo "skipped: ${SECONDS}s elapsed"; fi
   grep -h "ceiling" "$out"/qmv_exactq_1.log | head -3
 }
+
+# qmv of each given binary against the CPU mirror at 4 bits (qmv_wide against qmv: the negative
+# control), on each ARGS string (--n, --k, --dtype, --group, --m-max), as time allows; logs as
+# $out/parity_NAME.log. Usage: variant_parity "ARGS" ... -- EXE...
+variant_parity() {
+  local specs=() args exe name
+  while [[ $1 != -- ]]; do specs+=("$1"); shift; done
+  shift
+  for args in "${specs[@]}"; do
+    for exe in "$@"; do
+      name=$(basename "$exe")
+      time_left 35 || { echo "skipped parity $name $args: ${SECONDS}s elapsed"; continue; }
+      # shellcheck disable=SC2086  # args is a list of options
+      timeout 30 "$exe" parity --backend cuda --against cpu --kernels qmv,qmv_wide --bits 4 $args --seeds 1 \
+        >>"$out/parity_$name.log" 2>&1
+      echo "parity $name $args: exit $?"
+    done
+  done
+}
+
+# All four kernels of bin/exactq against the CPU mirror to M = 20, on each "BITS GROUP DTYPE N K",
+# as time allows; log $out/parity.log. Usage: record_parity "BITS GROUP DTYPE N K" ...
+record_parity() {
+  local spec b g d n k
+  for spec in "$@"; do
+    time_left 45 || { echo "skipped parity $spec"; continue; }
+    read -r b g d n k <<<"$spec"
+    timeout 40 "$bin/exactq" parity --backend cuda --against cpu --kernels qmv,qmv_streamed,qmv_wide,qmv_mma --n "$n" \
+      --k "$k" --bits "$b" --group "$g" --dtype "$d" --m-max 20 --seeds 1 >>"$out/parity.log" 2>&1
+    echo "parity $spec: exit $? (${SECONDS}s)"
+  done
+}

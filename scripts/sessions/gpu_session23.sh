@@ -22,14 +22,6 @@ else
   echo "skipped the CUDA tests: ${SECONDS}s elapsed"
 fi
 echo "== parity of the variants against the CPU mirror (qmv_wide: the negative control)"
-for args in "--n 11651 --k 4416 --dtype bf16 --group 64 --m-max 2" "--n 70001 --k 1024 --dtype bf16 --group 64 --m-max 2" \
-  "--n 4099 --k 8192 --dtype f32 --group 128 --m-max 2" "--n 1003 --k 15360 --dtype f16 --group 32 --m-max 2"; do
-  for exe in "${exes[@]:1}"; do
-    name=$(basename "$exe")
-    time_left 35 || { echo "skipped parity $name $args: ${SECONDS}s elapsed"; continue; }
-    timeout 30 "$exe" parity --backend cuda --against cpu --kernels qmv,qmv_wide --bits 4 $args --seeds 1 \
-      >>"$out/parity_$name.log" 2>&1
-    echo "parity $name $args: exit $?"
-  done
-done
+variant_parity "--n 11651 --k 4416 --dtype bf16 --group 64 --m-max 2" "--n 70001 --k 1024 --dtype bf16 --group 64 --m-max 2" \
+  "--n 4099 --k 8192 --dtype f32 --group 128 --m-max 2" "--n 1003 --k 15360 --dtype f16 --group 32 --m-max 2" -- "${exes[@]:1}"
 echo "(${SECONDS}s elapsed)"

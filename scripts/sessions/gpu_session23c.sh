@@ -39,13 +39,7 @@ for tool in memcheck racecheck; do
   timeout 125 compute-sanitizer --tool "$tool" --error-exitcode 9 "$t" --gtest_filter="$filter" >"$out/sanitizer_$tool.log" 2>&1
   echo "$tool: rc $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer_$tool.log" | tail -1) (${SECONDS}s)"
 done
-for spec in "4 64 bf16 4096 3840" "8 128 f16 1031 4096" "3 64 bf16 70001 1024" "5 64 f32 2048 3840"; do
-  time_left 45 || { echo "skipped parity $spec"; continue; }
-  read -r b g d n k <<<"$spec"
-  timeout 40 "$bin/exactq" parity --backend cuda --against cpu --kernels qmv,qmv_streamed,qmv_wide,qmv_mma --n "$n" --k "$k" \
-    --bits "$b" --group "$g" --dtype "$d" --m-max 20 --seeds 1 >>"$out/parity.log" 2>&1
-  echo "parity $spec: exit $? (${SECONDS}s)"
-done
+record_parity "4 64 bf16 4096 3840" "8 128 f16 1031 4096" "3 64 bf16 70001 1024" "5 64 f32 2048 3840"
 for pass in 1 2; do
   time_left 25 || { echo "skipped llama head again ($pass)"; continue; }
   timeout 20 "$bin/exactq" bench --backend cuda --shapes 128256x4096 --m 8,16 --kernels qmv_streamed --bits 4 --group 64 \

@@ -8,79 +8,128 @@ namespace exactq::cuda_detail {
 
 namespace {
 
-inline constexpr int kWideRowsPerWarp = 32 / order::kWideLanes;
+inline constexpr int kWideRowsPerWarp = 32 / order::kWideLanes;  // a task: 4 rows, 8 lanes each
 
+// Register buffers of the software pipeline: each holds one chunk (32 codes) of the lane's row and
+// its group's raw parameter bits, so DEPTH - 1 chunks per lane are in flight while one is
+// computed. A -D knob for measuring.
+#ifndef EXACTQ_WIDE_DEPTH
+#define EXACTQ_WIDE_DEPTH 3
+#endif
+inline constexpr int kWideDepth = EXACTQ_WIDE_DEPTH;
+static_assert(kWideDepth >= 2 && kWideDepth <= 4, "EXACTQ_WIDE_DEPTH is 2, 3 or 4");
+// Blocks of 8 warps per SM the registers are sized for (2: at most 128 registers). A -D knob.
+#ifndef EXACTQ_WIDE_MIN_BLOCKS
+#define EXACTQ_WIDE_MIN_BLOCKS 2
+#endif
+
+// Lane j of a row owns groups j, j+8, ... (the order of docs/design.md §5). Its chunks, counted
+// t = 0, 1, ... within a K tile, are chunk t % cpg of its (t / cpg)-th group: the loads run
+// DEPTH - 1 chunks ahead of the arithmetic in that same sequence, so every sub-chunk still reaches
+// the lane's R in increasing order. How the loads are scheduled, which warp takes which rows and
+// how many rows a block holds do not enter any row's order.
 template <int BITS, int V>
-__global__ void __launch_bounds__(kThreads) qmv_wide_kernel(const QmvParams p) {
+__global__ void __launch_bounds__(kThreads, EXACTQ_WIDE_MIN_BLOCKS) qmv_wide_kernel(const QmvParams p) {
   extern __shared__ float4 shared_raw[];
   float* xs = reinterpret_cast<float*>(shared_raw);  // [V][tile_values], group-swizzled
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int k_lane = lane % order::kWideLanes;
   const std::int64_t row_bytes = p.k * BITS / 8;
   const std::int64_t groups = p.k / p.group;
-  const int chunks_per_group = p.group / kChunkValues;
-  const int group_shift = p.group == 32 ? 5 : (p.group == 64 ? 6 : 7);
-  const int tile_groups = p.tile_values / p.group;
+  const int chunk_shift = p.group == 32 ? 0 : (p.group == 64 ? 1 : 2);  // chunks per group, as a shift
+  const int group_shift = chunk_shift + 5;                              // values per group
+  const int tile_groups = p.tile_values / p.group;  // a multiple of 8: tiles keep the lane map
   const std::int64_t v0 = p.vector_offset + std::int64_t(blockIdx.y) * V;
   const int tiles = ceil_div(p.k, p.tile_values);
-  constexpr int kRowsPerBlock = kWarps * kWideRowsPerWarp;
-  const std::int64_t row_blocks = (p.n + kRowsPerBlock - 1) / kRowsPerBlock;
+  // Tasks of 4 rows, one per warp at a time, dealt block-fastest (warp w of block b is number
+  // w * gridDim.x + b) so that a partial last trip spreads over all SMs. Every warp runs every trip:
+  // with K in several tiles, staging synchronises the block.
+  const std::int64_t tasks = (p.n + kWideRowsPerWarp - 1) / kWideRowsPerWarp;
+  const std::int64_t slots = std::int64_t(gridDim.x) * kWarps;
+  const std::int64_t trips = (tasks + slots - 1) / slots;
+  const std::int64_t first_task = std::int64_t(warp) * gridDim.x + blockIdx.x;
 
-  auto stage = [&](int tile) {
-    const std::int64_t first = std::int64_t(tile) * p.tile_values;
-    const int count = int(p.k - first < p.tile_values ? p.k - first : p.tile_values);
-    __syncthreads();
-    stage_activations<V>(xs, p.tile_values, p.x, p.dtype, p.k, v0, first, count, group_shift);
-    __syncthreads();
-  };
-  if (tiles == 1) stage(0);
-
-  for (std::int64_t rb = blockIdx.x; rb < row_blocks; rb += gridDim.x) {
-    const std::int64_t row_unclamped = rb * kRowsPerBlock + warp * kWideRowsPerWarp + lane / order::kWideLanes;
-    const std::int64_t row = row_unclamped < p.n ? row_unclamped : p.n - 1;
+  for (std::int64_t trip = 0; trip < trips; ++trip) {
+    const std::int64_t task = first_task + trip * slots;
+    const bool active = task < tasks;
+    const std::int64_t row_unclamped = task * kWideRowsPerWarp + lane / order::kWideLanes;
+    const std::int64_t row = row_unclamped < p.n ? row_unclamped : p.n - 1;  // read, never written
     const std::uint8_t* wrow = p.packed + row * row_bytes;
+    const std::int64_t prow = row * groups;
     float total[V];
 #pragma unroll
     for (int v = 0; v < V; ++v) total[v] = 0.0f;
 
     for (int tile = 0; tile < tiles; ++tile) {
-      if (tiles > 1) stage(tile);
       const std::int64_t group0 = std::int64_t(tile) * tile_groups;
       const int count = int(groups - group0 < tile_groups ? groups - group0 : tile_groups);
-      for (int g = k_lane; g < count; g += order::kWideLanes) {
-        const std::int64_t gg = group0 + g;
-        const float s = load_param<kRuntimeDtype>(p.scales, row * groups + gg, p.dtype);
-        const float b = load_param<kRuntimeDtype>(p.biases, row * groups + gg, p.dtype);
-        for (int ch = 0; ch < chunks_per_group; ++ch) {
-          std::uint32_t words[BITS];
-          load_chunk<BITS>(wrow + (gg * chunks_per_group + ch) * (4 * BITS), words);
-          [&]<int... SUB>(std::integer_sequence<int, SUB...>) {
-            (
-                [&] {
-                  constexpr int sub = SUB;
-                  float wdq[order::kWideSubChunk];
-                  decode_codes<BITS, sub * order::kWideSubChunk, order::kWideSubChunk>(words, wdq);
+      // This lane's chunks of the tile; none for a warp without a task (it only stages).
+      const int lane_groups = active && k_lane < count ? (count - k_lane + order::kWideLanes - 1) / order::kWideLanes : 0;
+      const int lane_chunks = lane_groups << chunk_shift;
+      // Chunk t of the lane, counted from the tile's start (its values start at chunk * 32 in xs).
+      auto tile_chunk = [&](int t) { return ((k_lane + order::kWideLanes * (t >> chunk_shift)) << chunk_shift) + (t & ((1 << chunk_shift) - 1)); };
+      std::uint32_t w[kWideDepth][BITS], sc[kWideDepth], bi[kWideDepth];
+      auto load = [&](int t, std::uint32_t (&words)[BITS], std::uint32_t& s, std::uint32_t& b) {
+        const int c = tile_chunk(t);
+        const std::int64_t g = group0 + (c >> chunk_shift);
+        load_chunk<BITS>(wrow + ((group0 << chunk_shift) + c) * (4 * BITS), words);
+        s = load_param_bits<kRuntimeDtype>(p.scales, prow + g, p.dtype);
+        b = load_param_bits<kRuntimeDtype>(p.biases, prow + g, p.dtype);
+      };
+      // The first DEPTH - 1 chunks go out before x is staged.
 #pragma unroll
-                  for (int i = 0; i < order::kWideSubChunk; ++i) wdq[i] = order::wide_dequant(s, wdq[i], b);
-                  const int e = g * p.group + ch * kChunkValues + sub * order::kWideSubChunk;
+      for (int d = 0; d + 1 < kWideDepth; ++d)
+        if (d < lane_chunks) load(d, w[d], sc[d], bi[d]);
+      if (tiles > 1 || trip == 0) {
+        __syncthreads();  // everyone is done with the previous tile
+        stage_activations<V>(xs, p.tile_values, p.x, p.dtype, p.k, v0, group0 * p.group,
+                             int((count * std::int64_t(p.group))), group_shift);
+        __syncthreads();
+      }
+      // One chunk: its four 8-code sub-chunks dequantized (s*q+b) and dotted with each vector, in
+      // increasing order, each sub-chunk's dot added into the lane's R.
+      auto compute = [&](int t, const std::uint32_t (&words)[BITS], std::uint32_t s_bits, std::uint32_t b_bits) {
+        const float s = param_value<kRuntimeDtype>(s_bits, p.dtype), b = param_value<kRuntimeDtype>(b_bits, p.dtype);
+        const int e0 = tile_chunk(t) * kChunkValues;
+        [&]<int... SUB>(std::integer_sequence<int, SUB...>) {
+          (
+              [&] {
+                constexpr int sub = SUB;
+                float wdq[order::kWideSubChunk];
+                decode_codes<BITS, sub * order::kWideSubChunk, order::kWideSubChunk>(words, wdq);
 #pragma unroll
-                  for (int v = 0; v < V; ++v) {
-                    const float4 lo = *reinterpret_cast<const float4*>(xs + v * p.tile_values + swizzle(e, group_shift));
-                    const float4 hi = *reinterpret_cast<const float4*>(xs + v * p.tile_values + swizzle(e + 4, group_shift));
-                    float a = 0.0f;
-                    a = order::wide_step(a, lo.x, wdq[0]);
-                    a = order::wide_step(a, lo.y, wdq[1]);
-                    a = order::wide_step(a, lo.z, wdq[2]);
-                    a = order::wide_step(a, lo.w, wdq[3]);
-                    a = order::wide_step(a, hi.x, wdq[4]);
-                    a = order::wide_step(a, hi.y, wdq[5]);
-                    a = order::wide_step(a, hi.z, wdq[6]);
-                    a = order::wide_step(a, hi.w, wdq[7]);
-                    total[v] = order::add(total[v], a);
-                  }
-                }(),
-                ...);
-          }(std::make_integer_sequence<int, kChunkValues / order::kWideSubChunk>{});
+                for (int i = 0; i < order::kWideSubChunk; ++i) wdq[i] = order::wide_dequant(s, wdq[i], b);
+                const int e = e0 + sub * order::kWideSubChunk;
+#pragma unroll
+                for (int v = 0; v < V; ++v) {
+                  const float4 lo = *reinterpret_cast<const float4*>(xs + v * p.tile_values + swizzle(e, group_shift));
+                  const float4 hi = *reinterpret_cast<const float4*>(xs + v * p.tile_values + swizzle(e + 4, group_shift));
+                  float a = 0.0f;
+                  a = order::wide_step(a, lo.x, wdq[0]);
+                  a = order::wide_step(a, lo.y, wdq[1]);
+                  a = order::wide_step(a, lo.z, wdq[2]);
+                  a = order::wide_step(a, lo.w, wdq[3]);
+                  a = order::wide_step(a, hi.x, wdq[4]);
+                  a = order::wide_step(a, hi.y, wdq[5]);
+                  a = order::wide_step(a, hi.z, wdq[6]);
+                  a = order::wide_step(a, hi.w, wdq[7]);
+                  total[v] = order::add(total[v], a);
+                }
+              }(),
+              ...);
+        }(std::make_integer_sequence<int, kChunkValues / order::kWideSubChunk>{});
+      };
+      // The ring, unrolled DEPTH times so that every buffer index is a compile-time constant:
+      // chunk t + DEPTH - 1 is loaded into the buffer chunk t - 1 used, then chunk t is computed.
+      for (int t = 0; t < lane_chunks; t += kWideDepth) {
+#pragma unroll
+        for (int d = 0; d < kWideDepth; ++d) {
+          if (t + d < lane_chunks) {
+            constexpr int ahead = kWideDepth - 1;
+            const int next = (d + ahead) % kWideDepth;
+            if (t + d + ahead < lane_chunks) load(t + d + ahead, w[next], sc[next], bi[next]);
+            compute(t + d, w[d], sc[d], bi[d]);
+          }
         }
       }
     }
@@ -92,7 +141,7 @@ __global__ void __launch_bounds__(kThreads) qmv_wide_kernel(const QmvParams p) {
         t = order::add(t, __shfl_down_sync(0xffffffffu, t, order::wide_ladder_offset(step), order::kWideLanes));
       total[v] = t;
     }
-    if (k_lane == 0 && row_unclamped < p.n) {
+    if (active && k_lane == 0 && row_unclamped < p.n) {
 #pragma unroll
       for (int v = 0; v < V; ++v) store_f32(p.y, std::size_t((v0 + v) * p.n + row_unclamped), p.dtype, total[v]);
     }
@@ -115,10 +164,11 @@ void launch_wide(const QuantizedMatrixView& w, const void* x, std::int64_t vecto
   QmvParams p{w.packed.data(), w.scales.data(), w.biases.data(), x, y, w.n, w.k, 0, w.group, k_tile(w.k, V, 0.0),
               w.dtype};
   const std::size_t smem = std::size_t(V) * p.tile_values * 4;
-  constexpr int kRowsPerBlock = kWarps * kWideRowsPerWarp;
-  const std::int64_t row_blocks = (w.n + kRowsPerBlock - 1) / kRowsPerBlock;
+  const std::int64_t tasks = (w.n + kWideRowsPerWarp - 1) / kWideRowsPerWarp;
   const std::int64_t resident = std::int64_t(wide_blocks_per_sm<BITS, V>(smem)) * sm_count();
-  const unsigned grid_x = unsigned(row_blocks < resident ? row_blocks : resident);
+  // As many blocks as fit, each with at least one task (fewer tasks than resident warps spread
+  // over every SM; the warps without one only stage).
+  const unsigned grid_x = unsigned(tasks < resident ? tasks : resident);
   constexpr std::int64_t kMaxGridY = 65535;
   for (std::int64_t t0 = 0; t0 < tiles; t0 += kMaxGridY) {
     const std::int64_t count = tiles - t0 < kMaxGridY ? tiles - t0 : kMaxGridY;

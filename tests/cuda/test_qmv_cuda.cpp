@@ -200,6 +200,34 @@ TEST(CudaQmv, EqualsCpuMirrorOverSeveralTrips) {
   EXPECT_GT(control, 0) << kControlMessage;  // over 200,000 f16 outputs
 }
 
+// qmv_wide's tasks of 4 rows over several trips of the resident warps (on the H200, 2112 of them
+// at two blocks per SM: remainders of 300 and 1001 tasks), with K in one tile and in two (at
+// V = 4 and 5 a tile holds 4096 values, so K = 5120 re-stages x in every trip), its register
+// ring over groups of 1, 2 and 4 chunks, and the ladder of rows past N. The control: the same
+// bytes against the CPU's qmv, the other order.
+TEST(CudaQmv, WideEqualsCpuMirrorOverSeveralTripsAndTiles) {
+  REQUIRE_GPU();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  struct Case {
+    int bits, group;
+    std::int64_t n, k;
+    DType dtype;
+  };
+  std::int64_t control = 0;
+  for (Case c : {Case{4, 64, 4 * (2 * 2112 + 300) + 3, 5120, DType::bf16}, Case{3, 32, 4 * (2112 + 1001) + 1, 2048, DType::f32},
+                 Case{8, 128, 4 * (2112 + 1001) + 2, 5120 + 128, DType::f16}})
+    for (std::int64_t m : {1, 5, 7}) {
+      SCOPED_TRACE("bits " + std::to_string(c.bits) + " group " + std::to_string(c.group) + " N " + std::to_string(c.n) +
+                   " K " + std::to_string(c.k) + " M " + std::to_string(m));
+      const Problem p = make_problem(c.n, c.k, c.bits, c.group, c.dtype, m, seed + std::uint64_t(c.n * 3 + m));
+      const std::vector<std::byte> gpu = run_gpu(Kernel::qmv_wide, p, p.x, m);
+      EXPECT_EQ(differing(gpu, run_cpu(Kernel::qmv_wide, p, p.x, m)), 0);
+      control += differing(gpu, run_cpu(Kernel::qmv, p, p.x, m));
+    }
+  EXPECT_GT(control, 0) << "qmv's order equals qmv_wide's on every byte: the comparisons above could not have failed";
+}
+
 // qmv_streamed's passes where the matrix has many rows: from 8 trips per warp of the two-block
 // kernels (on the H200, 16896 tasks of 4 rows) Vmax is 4, below it 8. N on both sides of that,
 // M with a remainder pass of every width; 3 and 4 bits (the V <= 4 kernels spill at 3).

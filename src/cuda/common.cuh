@@ -209,38 +209,6 @@ __device__ __forceinline__ float widen_half(unsigned raw16, DType dtype) {
   return dtype == DType::bf16 ? __uint_as_float(raw16 << 16) : __half2float(__ushort_as_half((unsigned short)raw16));
 }
 
-// ---- activations in shared memory ------------------------------------------------------------
-// x is staged as f32. Value i of a tile sits at swizzle(i, unit): 4-value pieces of each
-// `unit`-sized block are rotated by 4*(block % 8), so 8 lanes reading the same piece of 8
-// consecutive blocks hit 8 different bank quads (no conflicts for 16-byte reads).
-// `unit` is a power of two, 2^unit_shift (a chunk or a group), so this is shifts and masks.
-__device__ __forceinline__ int swizzle(int i, int unit_shift) {
-  const int mask = (1 << unit_shift) - 1;
-  const int block = i >> unit_shift;
-  return (i & ~mask) | (((i & mask) + 4 * (block & 7)) & mask);
-}
-
-// Stages values [first, first + count) of V vectors (rows v0.. of x, width k) into xs
-// ([V][stride] swizzled by 2^unit_shift). count is a multiple of 32 and at most stride.
-template <int V>
-__device__ __forceinline__ void stage_activations(float* xs, int stride, const void* x, DType dtype, std::int64_t k,
-                                                  std::int64_t v0, std::int64_t first, int count, int unit_shift) {
-  const int quads = count / 4;
-  for (int e = threadIdx.x; e < V * quads; e += blockDim.x) {
-    const int v = e / quads, i = (e - v * quads) * 4;
-    const std::size_t g = std::size_t((v0 + v) * k + first + i);
-    float4 f;
-    if (dtype == DType::f32) {
-      f = *reinterpret_cast<const float4*>(static_cast<const float*>(x) + g);
-    } else {
-      const uint2 h = *reinterpret_cast<const uint2*>(static_cast<const std::uint16_t*>(x) + g);
-      f = make_float4(widen_half(h.x & 0xffff, dtype), widen_half(h.x >> 16, dtype), widen_half(h.y & 0xffff, dtype),
-                      widen_half(h.y >> 16, dtype));
-    }
-    *reinterpret_cast<float4*>(xs + v * stride + swizzle(i, unit_shift)) = f;
-  }
-}
-
 // Group parameters with the dtype known at compile time where speed needs it (PARAM = the
 // DType's value), or read at run time (PARAM = kRuntimeDtype), for kernels that amortise it.
 inline constexpr int kRuntimeDtype = -1;

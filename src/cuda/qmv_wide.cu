@@ -10,11 +10,42 @@ namespace {
 
 inline constexpr int kWideRowsPerWarp = 32 / order::kWideLanes;  // a task: 4 rows, 8 lanes each
 
+// x in shared memory, as f32, in 16-byte pieces of 4 values. The 8 lanes of a row read the same
+// piece of 8 consecutive groups at once (lane j owns groups j, j+8, ...), so piece p of group g
+// (of a tile) sits at unit ((g / 8) * pieces_per_group + p) * 8 + g % 8: those 8 reads are 128
+// contiguous bytes (no bank conflict), and a lane's pieces of one chunk are fixed offsets from one
+// base, folded into its shared-memory loads. Layout only: each lane reads the same values.
+__device__ __forceinline__ int wide_piece(int value, int group_shift) {
+  const int g = value >> group_shift, p = (value & ((1 << group_shift) - 1)) >> 2;
+  return (((g >> 3) << (group_shift - 2)) + p) * order::kWideLanes + (g & 7);
+}
+
+// Stages values [first, first + count) of V vectors (rows v0.. of x, width k) into xs
+// ([V][stride / 4] pieces, wide_piece's layout). count is a multiple of 32 and at most stride.
+template <int V>
+__device__ __forceinline__ void stage_wide_activations(float4* xs, int stride, const void* x, DType dtype, std::int64_t k,
+                                                       std::int64_t v0, std::int64_t first, int count, int group_shift) {
+  const int quads = count / 4;
+  for (int e = threadIdx.x; e < V * quads; e += blockDim.x) {
+    const int v = e / quads, i = (e - v * quads) * 4;
+    const std::size_t at = std::size_t((v0 + v) * k + first + i);
+    float4 f;
+    if (dtype == DType::f32) {
+      f = *reinterpret_cast<const float4*>(static_cast<const float*>(x) + at);
+    } else {
+      const uint2 h = *reinterpret_cast<const uint2*>(static_cast<const std::uint16_t*>(x) + at);
+      f = make_float4(widen_half(h.x & 0xffff, dtype), widen_half(h.x >> 16, dtype), widen_half(h.y & 0xffff, dtype),
+                      widen_half(h.y >> 16, dtype));
+    }
+    xs[v * (stride / 4) + wide_piece(i, group_shift)] = f;
+  }
+}
+
 // Register buffers of the software pipeline: each holds one chunk (32 codes) of the lane's row and
 // its group's raw parameter bits, so DEPTH - 1 chunks per lane are in flight while one is
 // computed. A -D knob for measuring.
 #ifndef EXACTQ_WIDE_DEPTH
-#define EXACTQ_WIDE_DEPTH 3
+#define EXACTQ_WIDE_DEPTH 2
 #endif
 inline constexpr int kWideDepth = EXACTQ_WIDE_DEPTH;
 static_assert(kWideDepth >= 2 && kWideDepth <= 4, "EXACTQ_WIDE_DEPTH is 2, 3 or 4");
@@ -31,7 +62,7 @@ static_assert(kWideDepth >= 2 && kWideDepth <= 4, "EXACTQ_WIDE_DEPTH is 2, 3 or 
 template <int BITS, int V>
 __global__ void __launch_bounds__(kThreads, EXACTQ_WIDE_MIN_BLOCKS) qmv_wide_kernel(const QmvParams p) {
   extern __shared__ float4 shared_raw[];
-  float* xs = reinterpret_cast<float*>(shared_raw);  // [V][tile_values], group-swizzled
+  const float4* xs = shared_raw;  // [V][tile_values / 4], wide_piece's layout
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int k_lane = lane % order::kWideLanes;
   const std::int64_t row_bytes = p.k * BITS / 8;
@@ -82,15 +113,16 @@ __global__ void __launch_bounds__(kThreads, EXACTQ_WIDE_MIN_BLOCKS) qmv_wide_ker
         if (d < lane_chunks) load(d, w[d], sc[d], bi[d]);
       if (tiles > 1 || trip == 0) {
         __syncthreads();  // everyone is done with the previous tile
-        stage_activations<V>(xs, p.tile_values, p.x, p.dtype, p.k, v0, group0 * p.group,
-                             int((count * std::int64_t(p.group))), group_shift);
+        stage_wide_activations<V>(shared_raw, p.tile_values, p.x, p.dtype, p.k, v0, group0 * p.group,
+                                  int(count * std::int64_t(p.group)), group_shift);
         __syncthreads();
       }
       // One chunk: its four 8-code sub-chunks dequantized (s*q+b) and dotted with each vector, in
       // increasing order, each sub-chunk's dot added into the lane's R.
       auto compute = [&](int t, const std::uint32_t (&words)[BITS], std::uint32_t s_bits, std::uint32_t b_bits) {
         const float s = param_value<kRuntimeDtype>(s_bits, p.dtype), b = param_value<kRuntimeDtype>(b_bits, p.dtype);
-        const int e0 = tile_chunk(t) * kChunkValues;
+        // The chunk's first piece for this lane; its piece 2 * sub + h is 8 * (2 * sub + h) units on.
+        const float4* x0 = xs + wide_piece(tile_chunk(t) * kChunkValues, group_shift);
         [&]<int... SUB>(std::integer_sequence<int, SUB...>) {
           (
               [&] {
@@ -99,11 +131,10 @@ __global__ void __launch_bounds__(kThreads, EXACTQ_WIDE_MIN_BLOCKS) qmv_wide_ker
                 decode_codes<BITS, sub * order::kWideSubChunk, order::kWideSubChunk>(words, wdq);
 #pragma unroll
                 for (int i = 0; i < order::kWideSubChunk; ++i) wdq[i] = order::wide_dequant(s, wdq[i], b);
-                const int e = e0 + sub * order::kWideSubChunk;
 #pragma unroll
                 for (int v = 0; v < V; ++v) {
-                  const float4 lo = *reinterpret_cast<const float4*>(xs + v * p.tile_values + swizzle(e, group_shift));
-                  const float4 hi = *reinterpret_cast<const float4*>(xs + v * p.tile_values + swizzle(e + 4, group_shift));
+                  const float4 lo = x0[v * (p.tile_values / 4) + order::kWideLanes * (2 * sub)];
+                  const float4 hi = x0[v * (p.tile_values / 4) + order::kWideLanes * (2 * sub + 1)];
                   float a = 0.0f;
                   a = order::wide_step(a, lo.x, wdq[0]);
                   a = order::wide_step(a, lo.y, wdq[1]);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 24, call 3. qmv_wide with x in wide_piece's layout (each lane's shared-memory loads at
 # fixed offsets from one base per chunk; src/cuda/qmv_wide.cu) and a ring of depth 2 at two
-# blocks per SM (main), against: wlb4 (four blocks per SM, 64 registers), wld3 (depth 3), wd2b2
+# blocks per SM (main), against: wlb4 (four blocks per SM, 64 registers), wd2b2
 # (depth 2, the swizzled layout of call 2: built from 33a8bfb's qmv_wide.cu and common.cuh) and
 # wide0 (9e81ec6's exactq, the kernel before this session). Variants: TUS=qmv_wide
 # scripts/build_qmv_variant.sh NAME "FLAGS" (wlb4 -DEXACTQ_WIDE_MIN_BLOCKS=4, wld3
@@ -21,7 +21,7 @@ grep -E "^\[  FAILED|Failure" "$out/wide_tests.log" | head -10
 echo "== qmv_wide, M = 1-5 (us at M = 1..5 per shape)"
 shapes=28672x8192,128256x4096,15360x3840,3840x15360
 for pass in 1 2; do
-  for exe in "$bin/exactq" "$bin/exactq-wlb4" "$bin/exactq-wld3" "$bin/exactq-wd2b2" "$bin/exactq-wide0"; do
+  for exe in "$bin/exactq" "$bin/exactq-wlb4" "$bin/exactq-wd2b2" "$bin/exactq-wide0"; do
     time_left 30 || { echo "skipped $exe pass $pass (${SECONDS}s)"; continue; }
     name=$(basename "$exe")
     timeout 25 "$exe" bench --backend cuda --shapes "$shapes" --m 1-5 --kernels qmv_wide --bits 4 --group 64 \

@@ -10,18 +10,31 @@ namespace {
 
 inline constexpr int kWideRowsPerWarp = 32 / order::kWideLanes;  // a task: 4 rows, 8 lanes each
 
-// x in shared memory, as f32, in 16-byte pieces of 4 values. The 8 lanes of a row read the same
-// piece of 8 consecutive groups at once (lane j owns groups j, j+8, ...), so piece p of group g
-// (of a tile) sits at unit ((g / 8) * pieces_per_group + p) * 8 + g % 8: those 8 reads are 128
-// contiguous bytes (no bank conflict), and a lane's pieces of one chunk are fixed offsets from one
-// base, folded into its shared-memory loads. Layout only: each lane reads the same values.
+// x in shared memory, as f32, in 16-byte pieces ("units") of 4 values. The 8 lanes of a row read
+// the same piece of 8 consecutive groups at once (lane j owns groups j, j+8, ...). Two layouts
+// keep those 8 reads free of bank conflicts; each lane reads the same values from either.
+// - Swizzled (the default, run on the GPU): value i of a tile sits at float swizzle(i): the
+//   pieces of group g rotated by 4 * (g % 8) values within the group, so the address of each
+//   piece is a few integer instructions.
+// - wide_piece's (EXACTQ_WIDE_PIECE_LAYOUT=1, built in session 24, not yet run on a GPU): piece p
+//   of group g at unit ((g / 8) * pieces_per_group + p) * 8 + g % 8, so those 8 reads are 128
+//   contiguous bytes and a lane's pieces of one chunk sit at fixed offsets (8 units apart) from
+//   one base: no address arithmetic per piece.
+#ifndef EXACTQ_WIDE_PIECE_LAYOUT
+#define EXACTQ_WIDE_PIECE_LAYOUT 0
+#endif
+inline constexpr bool kWidePieceLayout = EXACTQ_WIDE_PIECE_LAYOUT != 0;
+__device__ __forceinline__ int swizzle(int i, int group_shift) {
+  const int mask = (1 << group_shift) - 1;
+  const int g = i >> group_shift;
+  return (i & ~mask) | (((i & mask) + 4 * (g & 7)) & mask);
+}
 __device__ __forceinline__ int wide_piece(int value, int group_shift) {
   const int g = value >> group_shift, p = (value & ((1 << group_shift) - 1)) >> 2;
   return (((g >> 3) << (group_shift - 2)) + p) * order::kWideLanes + (g & 7);
 }
-
 // Stages values [first, first + count) of V vectors (rows v0.. of x, width k) into xs
-// ([V][stride / 4] pieces, wide_piece's layout). count is a multiple of 32 and at most stride.
+// ([V][stride / 4] units). count is a multiple of 32 and at most stride.
 template <int V>
 __device__ __forceinline__ void stage_wide_activations(float4* xs, int stride, const void* x, DType dtype, std::int64_t k,
                                                        std::int64_t v0, std::int64_t first, int count, int group_shift) {
@@ -37,7 +50,10 @@ __device__ __forceinline__ void stage_wide_activations(float4* xs, int stride, c
       f = make_float4(widen_half(h.x & 0xffff, dtype), widen_half(h.x >> 16, dtype), widen_half(h.y & 0xffff, dtype),
                       widen_half(h.y >> 16, dtype));
     }
-    xs[v * (stride / 4) + wide_piece(i, group_shift)] = f;
+    if constexpr (kWidePieceLayout)
+      xs[v * (stride / 4) + wide_piece(i, group_shift)] = f;
+    else
+      *reinterpret_cast<float4*>(reinterpret_cast<float*>(xs) + v * stride + swizzle(i, group_shift)) = f;
   }
 }
 
@@ -62,7 +78,7 @@ static_assert(kWideDepth >= 2 && kWideDepth <= 4, "EXACTQ_WIDE_DEPTH is 2, 3 or 
 template <int BITS, int V>
 __global__ void __launch_bounds__(kThreads, EXACTQ_WIDE_MIN_BLOCKS) qmv_wide_kernel(const QmvParams p) {
   extern __shared__ float4 shared_raw[];
-  const float4* xs = shared_raw;  // [V][tile_values / 4], wide_piece's layout
+  const float4* xs = shared_raw;  // [V][tile_values / 4] units, in the layout built
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int k_lane = lane % order::kWideLanes;
   const std::int64_t row_bytes = p.k * BITS / 8;
@@ -121,8 +137,14 @@ __global__ void __launch_bounds__(kThreads, EXACTQ_WIDE_MIN_BLOCKS) qmv_wide_ker
       // increasing order, each sub-chunk's dot added into the lane's R.
       auto compute = [&](int t, const std::uint32_t (&words)[BITS], std::uint32_t s_bits, std::uint32_t b_bits) {
         const float s = param_value<kRuntimeDtype>(s_bits, p.dtype), b = param_value<kRuntimeDtype>(b_bits, p.dtype);
-        // The chunk's first piece for this lane; its piece 2 * sub + h is 8 * (2 * sub + h) units on.
-        const float4* x0 = xs + wide_piece(tile_chunk(t) * kChunkValues, group_shift);
+        const int e0 = tile_chunk(t) * kChunkValues;
+        // wide_piece's layout: the chunk's piece 2 * sub + h is 8 * (2 * sub + h) units after its first.
+        const float4* x0 = xs + (kWidePieceLayout ? wide_piece(e0, group_shift) : 0);
+        auto piece = [&](int v, int n) {  // piece n (of 8) of this chunk for vector v
+          if constexpr (kWidePieceLayout) return x0[v * (p.tile_values / 4) + order::kWideLanes * n];
+          return *reinterpret_cast<const float4*>(reinterpret_cast<const float*>(xs) + v * p.tile_values +
+                                                  swizzle(e0 + 4 * n, group_shift));
+        };
         [&]<int... SUB>(std::integer_sequence<int, SUB...>) {
           (
               [&] {
@@ -133,8 +155,7 @@ __global__ void __launch_bounds__(kThreads, EXACTQ_WIDE_MIN_BLOCKS) qmv_wide_ker
                 for (int i = 0; i < order::kWideSubChunk; ++i) wdq[i] = order::wide_dequant(s, wdq[i], b);
 #pragma unroll
                 for (int v = 0; v < V; ++v) {
-                  const float4 lo = x0[v * (p.tile_values / 4) + order::kWideLanes * (2 * sub)];
-                  const float4 hi = x0[v * (p.tile_values / 4) + order::kWideLanes * (2 * sub + 1)];
+                  const float4 lo = piece(v, 2 * sub), hi = piece(v, 2 * sub + 1);
                   float a = 0.0f;
                   a = order::wide_step(a, lo.x, wdq[0]);
                   a = order::wide_step(a, lo.y, wdq[1]);

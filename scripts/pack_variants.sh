@@ -4,11 +4,15 @@
 # enough to hold a whole binary: the variants differ in a few kernels, so five of them take the
 # carry of one and a half (a call carries 64 MiB). Variants already in the archive stay (a new
 # one of the same name replaces its old one). scripts/gpu_unpack.sh unpacks it.
+# ALL=1 packs the main binaries (exactq.xz, exactq_cuda_tests.xz) into it too: a variant's test
+# binary shares most of its bytes with them, so main's and a variant's tests then fit one carry.
 set -euo pipefail
 cd "$(dirname "$0")/../.out/bin"
 tmp=$(mktemp -d)
 [[ -e variants.tar.xz ]] && xz -dc variants.tar.xz | tar xf - -C "$tmp"
-for f in exactq-*.xz exactq_cuda_tests-*.xz; do
+main=()
+[[ ${ALL:-0} == 1 ]] && main=(exactq.xz exactq_cuda_tests.xz)
+for f in "${main[@]}" exactq-*.xz exactq_cuda_tests-*.xz; do
   [[ -e $f ]] || continue
   xz -dc "$f" >"$tmp/${f%.xz}"
   chmod +x "$tmp/${f%.xz}"

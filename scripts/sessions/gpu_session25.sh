@@ -11,7 +11,8 @@
 # Run with carry [".out/bin"]. Most needed first, each part skipped where it might not finish
 # (CALL_BUDGET, default 570 s): 1. wp's bits (the tests that run qmv_wide, with wp's test binary);
 # 2. the qmv_wide A/B, two passes, M = 1-5 on four shapes; 3. the record bench of all four kernels
-# on every preset with main; 4. memcheck and racecheck on wp's qmv_wide tests; 5. main's CUDA tests.
+# on every preset with main; 4. memcheck and racecheck on wp's qmv_wide tests; 5. parity of main's
+# four kernels against the CPU mirror; 6. main's CUDA tests.
 # If wp wins and its tests pass: make EXACTQ_WIDE_PIECE_LAYOUT=1 the default (and drop the
 # swizzled path), rebuild, and record again.
 set -uo pipefail
@@ -49,6 +50,7 @@ for tool in memcheck racecheck; do
     >"$out/sanitizer_wp_$tool.log" 2>&1
   echo "wp $tool: rc $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer_wp_$tool.log" | tail -1) (${SECONDS}s)"
 done
+record_parity "4 64 bf16 4096 3840" "8 128 f16 1031 4096" "3 64 bf16 70001 1024" "5 64 f32 2048 3840"
 if time_left 60; then
   # Whatever time is left; the log shows how far it got.
   timeout $((${CALL_BUDGET:-570} - SECONDS - 10)) "$bin/exactq_cuda_tests" >"$out/cuda_tests.log" 2>&1

@@ -95,3 +95,59 @@ record_parity() {
     echo "parity $spec: exit $? (${SECONDS}s)"
   done
 }
+
+# The tests that run qmv_wide against the CPU mirror (gtest filter), for record_gtest.
+wide_test_filter='CudaQmv.WideEqualsCpuMirrorOverSeveralTripsAndTiles:CudaQmv.EqualsCpuMirrorForEveryFormat:CudaQmv.EqualsCpuMirrorOnShapes:CudaQmv.NonFiniteInputsEqualCpuMirror:CudaQmv.ExtremeActivationRangesEqualCpuMirror:CudaQmv.WidthInvariantWithNegativeControl'
+
+# A gtest binary under a timeout, log $out/LOG.log, one summary line and its failures.
+# Usage: record_gtest LOG TIMEOUT EXE [GTEST_FILTER]
+record_gtest() {
+  local log=$1 limit=$2 exe=$3 filter=${4:-*}
+  timeout "$limit" "$exe" --gtest_filter="$filter" >"$out/$log.log" 2>&1
+  echo "$log: rc $? $(grep -E '^\[  (PASSED|FAILED)' "$out/$log.log" | tr '\n' ' ') ok $(grep -c '^\[       OK' "$out/$log.log") (${SECONDS}s)"
+  grep -E "^\[  FAILED|Failure" "$out/$log.log" | head -20
+}
+
+# memcheck and racecheck on EXE's tests matching FILTER, each where TIMEOUT + 5 s is left; logs
+# $out/sanitizer_PREFIXTOOL.log. Usage: sanitize TIMEOUT EXE FILTER [PREFIX]
+sanitize() {
+  local limit=$1 exe=$2 filter=$3 prefix=${4:-} tool
+  for tool in memcheck racecheck; do
+    time_left $((limit + 5)) || { echo "skipped $prefix$tool: ${SECONDS}s"; continue; }
+    timeout "$limit" compute-sanitizer --tool "$tool" --error-exitcode 9 "$exe" --gtest_filter="$filter" \
+      >"$out/sanitizer_$prefix$tool.log" 2>&1
+    echo "$prefix$tool: rc $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer_$prefix$tool.log" | tail -1) (${SECONDS}s)"
+  done
+}
+
+# The record: all four kernels of bin/exactq on every preset at M = 1-5, 8, 16, where 100 s are
+# left; $out/bench.{log,json,md,svg}, then the ceiling, qmv at M = 1 and the recovered fractions.
+record_bench() {
+  time_left 100 || { echo "skipped the record bench: ${SECONDS}s"; return; }
+  timeout 95 "$bin/exactq" bench --backend cuda --shapes gemma12b,llama3-8b,qwen27b,big --m 1-5,8,16 \
+    --kernels qmv,qmv_streamed,qmv_wide,qmv_mma --bits 4 --group 64 --dtype bf16 --repeats 20 \
+    --json "$out/bench.json" --markdown "$out/bench.md" --plot "$out/bench.svg" >"$out/bench.log" 2>&1
+  echo "bench: exit $? (${SECONDS}s)"
+  grep -E "read ceiling" "$out/bench.log"
+  awk '$4=="qmv" && $5==1 {printf "%s %s %s; ", $1, $6, $8} END {print ""}' "$out/bench.log"
+  awk '$4=="qmv_streamed" && $10!="-" && $10!="" {printf "%s M=%s %s; ", $1, $5, $10} END {print ""}' "$out/bench.log"
+}
+
+# qmv_wide at M = 1-5 (4-bit g64 bf16) on SHAPES, two passes over the given binaries where 30 s
+# are left; logs $out/wide_NAME_PASS.*, one line of µs at M = 1..5 per shape and binary.
+# Usage: ab_wide SHAPES EXE...
+ab_wide() {
+  local shapes=$1 pass exe name
+  shift
+  echo "== qmv_wide, M = 1-5 (us at M = 1..5 per shape)"
+  for pass in 1 2; do
+    for exe in "$@"; do
+      time_left 30 || { echo "skipped $exe pass $pass (${SECONDS}s)"; continue; }
+      name=$(basename "$exe")
+      timeout 25 "$exe" bench --backend cuda --shapes "$shapes" --m 1-5 --kernels qmv_wide --bits 4 --group 64 \
+        --dtype bf16 --repeats 20 --json "$out/wide_${name}_$pass.json" >"$out/wide_${name}_$pass.log" 2>&1
+      printf '%-14s %s: %s\n' "$name" "$pass" "$(awk '$4=="qmv_wide" {a[$1]=a[$1] " " $6} END {for (s in a) printf "%s%s; ", s, a[s]}' "$out/wide_${name}_$pass.log")"
+    done
+  done
+  echo "(${SECONDS}s elapsed)"
+}

@@ -17,44 +17,11 @@
 # swizzled path), rebuild, and record again.
 set -uo pipefail
 source "$(dirname "$0")/../gpu_logs.sh" session25
-wide_filter='CudaQmv.WideEqualsCpuMirrorOverSeveralTripsAndTiles:CudaQmv.EqualsCpuMirrorForEveryFormat:CudaQmv.EqualsCpuMirrorOnShapes:CudaQmv.NonFiniteInputsEqualCpuMirror:CudaQmv.ExtremeActivationRangesEqualCpuMirror:CudaQmv.WidthInvariantWithNegativeControl'
-timeout 120 "$bin/exactq_cuda_tests-wp" --gtest_filter="$wide_filter" >"$out/wp_wide_tests.log" 2>&1
-echo "wp's qmv_wide tests: rc $? $(grep -E '^\[  (PASSED|FAILED)' "$out/wp_wide_tests.log" | tr '\n' ' ') (${SECONDS}s)"
-grep -E "^\[  FAILED|Failure" "$out/wp_wide_tests.log" | head -10
-
-echo "== qmv_wide, M = 1-5 (us at M = 1..5 per shape)"
-shapes=28672x8192,128256x4096,15360x3840,3840x15360
-for pass in 1 2; do
-  for exe in "$bin/exactq" "$bin/exactq-wp" "$bin/exactq-wpb4"; do
-    time_left 30 || { echo "skipped $exe pass $pass (${SECONDS}s)"; continue; }
-    name=$(basename "$exe")
-    timeout 25 "$exe" bench --backend cuda --shapes "$shapes" --m 1-5 --kernels qmv_wide --bits 4 --group 64 \
-      --dtype bf16 --repeats 20 --json "$out/wide_${name}_$pass.json" >"$out/wide_${name}_$pass.log" 2>&1
-    printf '%-14s %s: %s\n' "$name" "$pass" "$(awk '$4=="qmv_wide" {a[$1]=a[$1] " " $6} END {for (s in a) printf "%s%s; ", s, a[s]}' "$out/wide_${name}_$pass.log")"
-  done
-done
-echo "(${SECONDS}s elapsed)"
-if time_left 100; then
-  timeout 95 "$bin/exactq" bench --backend cuda --shapes gemma12b,llama3-8b,qwen27b,big --m 1-5,8,16 \
-    --kernels qmv,qmv_streamed,qmv_wide,qmv_mma --bits 4 --group 64 --dtype bf16 --repeats 20 \
-    --json "$out/bench.json" --markdown "$out/bench.md" --plot "$out/bench.svg" >"$out/bench.log" 2>&1
-  echo "bench: exit $? (${SECONDS}s)"
-  grep -E "read ceiling" "$out/bench.log"
-  awk '$4=="qmv" && $5==1 {printf "%s %s %s; ", $1, $6, $8} END {print ""}' "$out/bench.log"
-  awk '$4=="qmv_streamed" && $10!="-" && $10!="" {printf "%s M=%s %s; ", $1, $5, $10} END {print ""}' "$out/bench.log"
-fi
-sanitize_filter='CudaQmv.WideEqualsCpuMirrorOverSeveralTripsAndTiles:CudaQmv.EqualsCpuMirrorForEveryFormat'
-for tool in memcheck racecheck; do
-  time_left 100 || { echo "skipped $tool: ${SECONDS}s"; continue; }
-  timeout 95 compute-sanitizer --tool "$tool" --error-exitcode 9 "$bin/exactq_cuda_tests-wp" --gtest_filter="$sanitize_filter" \
-    >"$out/sanitizer_wp_$tool.log" 2>&1
-  echo "wp $tool: rc $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer_wp_$tool.log" | tail -1) (${SECONDS}s)"
-done
+record_gtest wp_wide_tests 120 "$bin/exactq_cuda_tests-wp" "$wide_test_filter"
+ab_wide 28672x8192,128256x4096,15360x3840,3840x15360 "$bin/exactq" "$bin/exactq-wp" "$bin/exactq-wpb4"
+record_bench
+sanitize 95 "$bin/exactq_cuda_tests-wp" 'CudaQmv.WideEqualsCpuMirrorOverSeveralTripsAndTiles:CudaQmv.EqualsCpuMirrorForEveryFormat' wp_
 record_parity "4 64 bf16 4096 3840" "8 128 f16 1031 4096" "3 64 bf16 70001 1024" "5 64 f32 2048 3840"
-if time_left 60; then
-  # Whatever time is left; the log shows how far it got.
-  timeout $((${CALL_BUDGET:-570} - SECONDS - 10)) "$bin/exactq_cuda_tests" >"$out/cuda_tests.log" 2>&1
-  echo "cuda tests: rc $? $(grep -E '^\[  (PASSED|FAILED)' "$out/cuda_tests.log" | tr '\n' ' ') ok $(grep -c '^\[       OK' "$out/cuda_tests.log") (${SECONDS}s)"
-  grep -E "^\[  FAILED" "$out/cuda_tests.log" | head -20
-fi
+# Main's CUDA tests in whatever time is left; the log shows how far they got.
+time_left 60 && record_gtest cuda_tests $((${CALL_BUDGET:-570} - SECONDS - 10)) "$bin/exactq_cuda_tests"
 echo "(${SECONDS}s elapsed)"

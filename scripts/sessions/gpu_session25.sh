@@ -15,6 +15,8 @@
 # four kernels against the CPU mirror; 6. main's CUDA tests.
 # If wp wins and its tests pass: make EXACTQ_WIDE_PIECE_LAYOUT=1 the default (and drop the
 # swizzled path), rebuild, and record again.
+# Ran in session 25 call 1 (on an H100). The knob is now EXACTQ_WIDE_PIECE_MAX_VECTORS (the
+# largest V given the piece-major layout; 5 is this script's wp, 0 its main).
 set -uo pipefail
 source "$(dirname "$0")/../gpu_logs.sh" session25
 record_gtest wp_wide_tests 120 "$bin/exactq_cuda_tests-wp" "$wide_test_filter"

@@ -12,18 +12,23 @@ inline constexpr int kWideRowsPerWarp = 32 / order::kWideLanes;  // a task: 4 ro
 
 // x in shared memory, as f32, in 16-byte pieces ("units") of 4 values. The 8 lanes of a row read
 // the same piece of 8 consecutive groups at once (lane j owns groups j, j+8, ...). Two layouts
-// keep those 8 reads free of bank conflicts; each lane reads the same values from either.
-// - Swizzled (the default, run on the GPU): value i of a tile sits at float swizzle(i): the
-//   pieces of group g rotated by 4 * (g % 8) values within the group, so the address of each
-//   piece is a few integer instructions.
-// - wide_piece's (EXACTQ_WIDE_PIECE_LAYOUT=1, built in session 24, not yet run on a GPU): piece p
-//   of group g at unit ((g / 8) * pieces_per_group + p) * 8 + g % 8, so those 8 reads are 128
-//   contiguous bytes and a lane's pieces of one chunk sit at fixed offsets (8 units apart) from
-//   one base: no address arithmetic per piece.
-#ifndef EXACTQ_WIDE_PIECE_LAYOUT
-#define EXACTQ_WIDE_PIECE_LAYOUT 0
+// keep those 8 reads free of bank conflicts; each lane reads the same values from either, so the
+// layout never enters the order and may depend on V.
+// - Swizzled: value i of a tile sits at float swizzle(i): the pieces of group g rotated by
+//   4 * (g % 8) values within the group, so the address of each piece is a few integer
+//   instructions.
+// - Piece-major (wide_piece): piece p of group g at unit ((g / 8) * pieces_per_group + p) * 8 + g % 8,
+//   so those 8 reads are 128 contiguous bytes and a lane's pieces of one chunk sit at fixed offsets
+//   (8 units apart) from one base: no address arithmetic per piece.
+// Measured on an H100 in session 25 (scripts/sessions/gpu_session25.sh, two passes, 4 shapes):
+// piece-major was 4-14 % faster at V = 1-3 (28672x8192 at V = 1: 77.4 against 87.8 us) and up to
+// 4 % slower at V = 4-5 on 28672x8192 and 3840x15360, so V <= 3 take it. A -D knob for measuring:
+// 0 gives the swizzled layout at every V, 5 piece-major at every V.
+#ifndef EXACTQ_WIDE_PIECE_MAX_VECTORS
+#define EXACTQ_WIDE_PIECE_MAX_VECTORS 3
 #endif
-inline constexpr bool kWidePieceLayout = EXACTQ_WIDE_PIECE_LAYOUT != 0;
+template <int V>
+inline constexpr bool kWidePieceLayout = V <= EXACTQ_WIDE_PIECE_MAX_VECTORS;
 __device__ __forceinline__ int swizzle(int i, int group_shift) {
   const int mask = (1 << group_shift) - 1;
   const int g = i >> group_shift;
@@ -50,7 +55,7 @@ __device__ __forceinline__ void stage_wide_activations(float4* xs, int stride, c
       f = make_float4(widen_half(h.x & 0xffff, dtype), widen_half(h.x >> 16, dtype), widen_half(h.y & 0xffff, dtype),
                       widen_half(h.y >> 16, dtype));
     }
-    if constexpr (kWidePieceLayout)
+    if constexpr (kWidePieceLayout<V>)
       xs[v * (stride / 4) + wide_piece(i, group_shift)] = f;
     else
       *reinterpret_cast<float4*>(reinterpret_cast<float*>(xs) + v * stride + swizzle(i, group_shift)) = f;
@@ -138,10 +143,10 @@ __global__ void __launch_bounds__(kThreads, EXACTQ_WIDE_MIN_BLOCKS) qmv_wide_ker
       auto compute = [&](int t, const std::uint32_t (&words)[BITS], std::uint32_t s_bits, std::uint32_t b_bits) {
         const float s = param_value<kRuntimeDtype>(s_bits, p.dtype), b = param_value<kRuntimeDtype>(b_bits, p.dtype);
         const int e0 = tile_chunk(t) * kChunkValues;
-        // wide_piece's layout: the chunk's piece 2 * sub + h is 8 * (2 * sub + h) units after its first.
-        const float4* x0 = xs + (kWidePieceLayout ? wide_piece(e0, group_shift) : 0);
+        // Piece-major layout: the chunk's piece 2 * sub + h is 8 * (2 * sub + h) units after its first.
+        const float4* x0 = xs + (kWidePieceLayout<V> ? wide_piece(e0, group_shift) : 0);
         auto piece = [&](int v, int n) {  // piece n (of 8) of this chunk for vector v
-          if constexpr (kWidePieceLayout) return x0[v * (p.tile_values / 4) + order::kWideLanes * n];
+          if constexpr (kWidePieceLayout<V>) return x0[v * (p.tile_values / 4) + order::kWideLanes * n];
           return *reinterpret_cast<const float4*>(reinterpret_cast<const float*>(xs) + v * p.tile_values +
                                                   swizzle(e0 + 4 * n, group_shift));
         };

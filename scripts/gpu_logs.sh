@@ -8,11 +8,26 @@ final=${OUT:-/tmp/exactq-out}
 out=$(mktemp -d)
 mkdir -p "$final"
 # shellcheck disable=SC2064  # the archive's name is fixed now
-trap "tar czf '$final/$1.tgz' -C '$out' ." EXIT
+trap "stop_clock_sampler; tar czf '$final/$1.tgz' -C '$out' ." EXIT
 export PATH=/usr/local/cuda/bin:$PATH
 exes=("$bin/exactq")
 for e in "$bin"/exactq-*; do [[ -x $e ]] && exes+=("$e"); done
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
+
+# The SM and memory clocks, power and the reasons the clocks are held down, every 50 ms into
+# $out/clocks.csv until the script ends; `mark LABEL` writes the time and LABEL to $out/marks.txt,
+# so a phase's samples can be picked out. Does the SM clock stay at its maximum under the bench's
+# launches? Usage: start_clock_sampler; mark "phase"
+clock_sampler=
+start_clock_sampler() {
+  local fields=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active
+  nvidia-smi --query-gpu="$fields" --format=csv,noheader -c 1 >/dev/null 2>&1 ||
+    fields=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active
+  nvidia-smi --query-gpu="$fields" --format=csv -lms 50 >"$out/clocks.csv" 2>&1 &
+  clock_sampler=$!
+}
+stop_clock_sampler() { [[ -n $clock_sampler ]] && kill "$clock_sampler" 2>/dev/null; clock_sampler=; }
+mark() { echo "$(date '+%Y/%m/%d %H:%M:%S.%3N') $*" >>"$out/marks.txt"; }
 
 # A same-call A/B: qmv at M = 1 (4-bit g64 bf16, 20 timed launches) on SHAPES, PASSES times over
 # the given binaries in turn; logs and JSON as $out/qmv_NAME_PASS.*, one summary line (shape, us,

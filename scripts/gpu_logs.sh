@@ -13,6 +13,12 @@ export PATH=/usr/local/cuda/bin:$PATH
 exes=("$bin/exactq")
 for e in "$bin"/exactq-*; do [[ -x $e ]] && exes+=("$e"); done
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
+# REQUIRE_GPU=H200 (a substring of the name): stop at once on any other card, so a call that lands
+# on another kind costs only its start.
+if [[ -n ${REQUIRE_GPU:-} ]] && ! grep -q -- "$REQUIRE_GPU" "$out/gpu.txt"; then
+  echo "not a $REQUIRE_GPU: stopping"
+  exit 3
+fi
 
 # The SM and memory clocks, power and the reasons the clocks are held down, every 50 ms into
 # $out/clocks.csv until the script ends; `mark LABEL` writes the time and LABEL to $out/marks.txt,

@@ -13,12 +13,6 @@ export PATH=/usr/local/cuda/bin:$PATH
 exes=("$bin/exactq")
 for e in "$bin"/exactq-*; do [[ -x $e ]] && exes+=("$e"); done
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
-# REQUIRE_GPU=H200 (a substring of the name): stop at once on any other card, so a call that lands
-# on another kind costs only its start.
-if [[ -n ${REQUIRE_GPU:-} ]] && ! grep -q -- "$REQUIRE_GPU" "$out/gpu.txt"; then
-  echo "not a $REQUIRE_GPU: stopping"
-  exit 3
-fi
 
 # The SM and memory clocks, power and the reasons the clocks are held down, every 50 ms into
 # $out/clocks.csv until the script ends; `mark LABEL` writes the time and LABEL to $out/marks.txt,
@@ -34,6 +28,13 @@ start_clock_sampler() {
 }
 stop_clock_sampler() { [[ -n $clock_sampler ]] && kill "$clock_sampler" 2>/dev/null; clock_sampler=; }
 mark() { echo "$(date '+%Y/%m/%d %H:%M:%S.%3N') $*" >>"$out/marks.txt"; }
+
+# REQUIRE_GPU=H200 (a substring of the name): stop at once on any other card, so a call that lands
+# on another kind costs only its start.
+if [[ -n ${REQUIRE_GPU:-} ]] && ! grep -q -- "$REQUIRE_GPU" "$out/gpu.txt"; then
+  echo "not a $REQUIRE_GPU: stopping"
+  exit 3
+fi
 
 # A same-call A/B: qmv at M = 1 (4-bit g64 bf16, 20 timed launches) on SHAPES, PASSES times over
 # the given binaries in turn; logs and JSON as $out/qmv_NAME_PASS.*, one summary line (shape, us,

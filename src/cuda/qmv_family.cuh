@@ -267,6 +267,19 @@ __device__ __forceinline__ float code_dot_value(CodeDot<BITS> dot, float unscale
   }
 }
 
+// EXACTQ_QMV_ENERGY_PROBE, a -D knob for measuring only (session 25): it makes 4-bit qmv (V = 1)
+// compute WRONG BYTES on purpose, to tell which part of the loop draws the power that puts qmv at
+// the 700 W cap where a read of the same bytes draws 400 W (docs/benchmark_results/
+// 2026-12-05-h100-session25.md §4). 1: the dot replaced by an xor of the loaded words (loads,
+// staging, task ends and butterfly kept); 2: the dot kept, but x's digits made in registers from
+// the chunk index instead of read from shared memory (6 fewer 16-byte shared reads per chunk, about
+// 24 integer instructions more). Never on in a build that runs tests or parity.
+#ifndef EXACTQ_QMV_ENERGY_PROBE
+#define EXACTQ_QMV_ENERGY_PROBE 0
+#endif
+template <int BITS, int V>
+inline constexpr int kEnergyProbe = V == 1 && BITS == 4 ? EXACTQ_QMV_ENERGY_PROBE : 0;
+
 // One chunk of ROWS rows against V vectors: the order of docs/design.md §3, per (row, vector).
 // With PARK, total receives the chunk's folded value itself (the term lane_add would add), to be
 // added in order later by the warp that owns the lane's chain.
@@ -288,10 +301,15 @@ __device__ __forceinline__ void chunk_step(const std::uint32_t (&w)[ROWS][BITS],
 #pragma unroll
     for (int v = 0; v < V; ++v) {
       std::uint32_t digits[3 * kSlots];
+      if constexpr (kEnergyProbe<BITS, V> == 2) {  // wrong bytes: no shared-memory reads of x
 #pragma unroll
-      for (int j = 0; j < kPieces<BITS>; ++j) {
-        const uint4 q = base[v * vector_stride + j * 32];
-        digits[4 * j] = q.x, digits[4 * j + 1] = q.y, digits[4 * j + 2] = q.z, digits[4 * j + 3] = q.w;
+        for (int i = 0; i < 3 * kSlots; ++i) digits[i] = std::uint32_t(c) * 0x9e3779b9u + std::uint32_t(i) * 0x85ebca6bu;
+      } else {
+#pragma unroll
+        for (int j = 0; j < kPieces<BITS>; ++j) {
+          const uint4 q = base[v * vector_stride + j * 32];
+          digits[4 * j] = q.x, digits[4 * j + 1] = q.y, digits[4 * j + 2] = q.z, digits[4 * j + 3] = q.w;
+        }
       }
 #pragma unroll
       for (int r = 0; r < ROWS; ++r) {
@@ -627,7 +645,15 @@ __global__ void __launch_bounds__(kFamilyWarps<V, BITS> * 32, kFamilyMinBlocks<V
 #pragma unroll
         for (int r = 0; r < ROWS; ++r)
           sc[r] = param_value<PARAM>(sc_bits[r], p.dtype), bi[r] = param_value<PARAM>(bi_bits[r], p.dtype);
-        if (V > 1 || part == 0) {
+        if constexpr (kEnergyProbe<BITS, V> == 1) {  // wrong bytes: the loads kept, no dot
+#pragma unroll
+          for (int r = 0; r < ROWS; ++r) {
+            std::uint32_t h = sc_bits[r] ^ bi_bits[r];
+#pragma unroll
+            for (int j = 0; j < BITS; ++j) h ^= w[r][j];
+            total[r][0] = __uint_as_float(__float_as_uint(total[r][0]) ^ (h & 0x007fffffu));
+          }
+        } else if (V > 1 || part == 0) {
           chunk_step<BITS, V, ROWS>(w, sc, bi, pieces, vector_stride, facts, tile_chunks, c, total);
         } else if constexpr (V == 1) {
           float folded[ROWS][V];

@@ -21,9 +21,9 @@ inline constexpr int kWideRowsPerWarp = 32 / order::kWideLanes;  // a task: 4 ro
 //   so those 8 reads are 128 contiguous bytes and a lane's pieces of one chunk sit at fixed offsets
 //   (8 units apart) from one base: no address arithmetic per piece.
 // Measured on an H100 in session 25 (scripts/sessions/gpu_session25.sh, two passes, 4 shapes):
-// piece-major was 4-14 % faster at V = 1-3 (28672x8192 at V = 1: 77.4 against 87.8 us) and up to
-// 4 % slower at V = 4-5 on 28672x8192 and 3840x15360, so V <= 3 take it. A -D knob for measuring:
-// 0 gives the swizzled layout at every V, 5 piece-major at every V.
+// piece-major was up to 13 % faster at V = 1-3 and never slower there (28672x8192 at V = 1: 77.4
+// against 87.8 us), and up to 4 % slower at V = 4-5 on 28672x8192 and 3840x15360, so V <= 3 take
+// it. A -D knob for measuring: 0 gives the swizzled layout at every V, 5 piece-major at every V.
 #ifndef EXACTQ_WIDE_PIECE_MAX_VECTORS
 #define EXACTQ_WIDE_PIECE_MAX_VECTORS 3
 #endif

@@ -463,41 +463,15 @@ inline constexpr int kScatterShift = COUNT == 2 ? 4 : COUNT == 4 ? 3 : COUNT == 
 template <int V>
 inline constexpr int kParamFetch = V == 1 ? EXACTQ_QMV_PARAM_FETCH : 0;
 
-// A -D knob, not yet measured (session 18; scripts/sessions/gpu_session18c.sh, never run): a
-// tile's first two rounds in flight while x is staged, not one. Memory traffic only. Session 11
-// measured it 8 % slower in a prototype at K = 3840; the staging it would hide is longest at
-// large K.
-#ifndef EXACTQ_QMV_STAGE_TWO_ROUNDS
-#define EXACTQ_QMV_STAGE_TWO_ROUNDS 0
+// Session 25 removed three measuring knobs that lost on both cards or were never faster: a third
+// register buffer (EXACTQ_QMV_BUFFERS=3, with EXACTQ_QMV_PARAM_BUFFERS=2; sessions 22-24) and two
+// rounds in flight while x is staged (EXACTQ_QMV_STAGE_TWO_ROUNDS; session 24). A build that still
+// names one stops here rather than silently building main's kernel; the code is in
+// bench/prototypes/qmv_pipeline_knobs_s25.patch.
+#if defined(EXACTQ_QMV_BUFFERS) || defined(EXACTQ_QMV_PARAM_BUFFERS) || defined(EXACTQ_QMV_STAGE_TWO_ROUNDS)
+#error "EXACTQ_QMV_BUFFERS, EXACTQ_QMV_PARAM_BUFFERS and EXACTQ_QMV_STAGE_TWO_ROUNDS were removed in session 25: apply bench/prototypes/qmv_pipeline_knobs_s25.patch"
 #endif
-inline constexpr bool kStageTwoRounds = EXACTQ_QMV_STAGE_TWO_ROUNDS != 0;
 
-// A -D knob for measuring (session 22): register buffers of qmv's software pipeline at 4 bits,
-// 2 (one round in flight while one is computed) or 3 (two rounds). Session 6's pattern reads (no
-// arithmetic) put qmv's request pattern with 1 KB per row in flight at 97.9 % of a streaming read
-// on 28672x8192, against 91.8 % with 512 bytes. The 3-buffer register ring measured then was in
-// the f32 chain's era, when the arithmetic capped qmv near 63 %; session 15's rings were at
-// 2 rows, with twice the task ends. The third buffer needs 24 registers at 4 rows, so it goes
-// with EXACTQ_QMV_WARPS=12 and EXACTQ_QMV_SM_WARPS=12: one block of 12 warps, 168 registers (with
-// 8-warp blocks, SM_WARPS=12 still rounds up to two blocks and 128 registers, and it spills).
-// Memory traffic only: each lane's chunks reach its chains in the same order, so the bits are
-// unchanged.
-#ifndef EXACTQ_QMV_BUFFERS
-#define EXACTQ_QMV_BUFFERS 2
-#endif
-template <int V, int BITS>
-inline constexpr int kQmvBuffers = V == 1 && BITS == 4 ? EXACTQ_QMV_BUFFERS : 2;  // 4 bits only, as the warps
-static_assert(EXACTQ_QMV_BUFFERS == 2 || EXACTQ_QMV_BUFFERS == 3, "EXACTQ_QMV_BUFFERS is 2 or 3");
-// With three buffers, EXACTQ_QMV_PARAM_BUFFERS=2 keeps the group parameters one round ahead (two
-// buffers) while the codes go two rounds ahead: 8 registers fewer at 4 rows, for two blocks of
-// 8 warps at 128 registers (16 x 4 KB of codes in flight).
-#ifndef EXACTQ_QMV_PARAM_BUFFERS
-#define EXACTQ_QMV_PARAM_BUFFERS EXACTQ_QMV_BUFFERS
-#endif
-template <int V, int BITS>
-inline constexpr bool kQmvParamsLag = kQmvBuffers<V, BITS> == 3 && EXACTQ_QMV_PARAM_BUFFERS == 2;
-static_assert(EXACTQ_QMV_PARAM_BUFFERS == EXACTQ_QMV_BUFFERS || (EXACTQ_QMV_BUFFERS == 3 && EXACTQ_QMV_PARAM_BUFFERS == 2),
-              "EXACTQ_QMV_PARAM_BUFFERS is EXACTQ_QMV_BUFFERS, or 2 with 3");
 
 template <int BITS, int V, int ROWS, int PARAM>
 __global__ void __launch_bounds__(kFamilyWarps<V, BITS> * 32, kFamilyMinBlocks<V, ROWS, BITS>)
@@ -558,12 +532,10 @@ __global__ void __launch_bounds__(kFamilyWarps<V, BITS> * 32, kFamilyMinBlocks<V
       asm("" : "+l"(wrow[r]), "+r"(prow[r]));
     }
   };
-  // The software pipeline's register buffers (see the tile loop): two, or three with
-  // EXACTQ_QMV_BUFFERS=3. With kCarry, a trip's first round (and with three buffers its second)
-  // may already be in them, loaded by the trip before (`carried`).
+  // The software pipeline's two register buffers (see the tile loop). With kCarry, a trip's first
+  // round may already be in one, loaded by the trip before (`carried`).
   std::uint32_t wa[ROWS][BITS], wb[ROWS][BITS];
   std::uint32_t sa[ROWS], ba[ROWS], sb[ROWS], bb[ROWS];
-  std::uint32_t wc[ROWS][BITS], sc3[ROWS], bc3[ROWS];  // the third buffer, with kQmvBuffers<V, BITS> == 3 only
   constexpr bool kCarry = kFamilyCarry<BITS, V>;
   bool carried = false;
   // One round's loads into a register buffer: chunk `chunk` of K (counted from the row's start)
@@ -573,20 +545,6 @@ __global__ void __launch_bounds__(kFamilyWarps<V, BITS> * 32, kFamilyMinBlocks<V
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
       load_chunk<BITS>(wrow[r] + std::int64_t(chunk) * (4 * BITS), w[r]);
-      sc[r] = load_param_bits_fetch<PARAM, kParamFetch<V>>(p.scales, prow[r] + g, p.dtype);
-      bi[r] = load_param_bits_fetch<PARAM, kParamFetch<V>>(p.biases, prow[r] + g, p.dtype);
-    }
-  };
-
-  // The same loads in two parts, for kQmvParamsLag.
-  auto load_codes = [&](int chunk, std::uint32_t (&w)[ROWS][BITS]) {
-#pragma unroll
-    for (int r = 0; r < ROWS; ++r) load_chunk<BITS>(wrow[r] + std::int64_t(chunk) * (4 * BITS), w[r]);
-  };
-  auto load_params = [&](int chunk, std::uint32_t (&sc)[ROWS], std::uint32_t (&bi)[ROWS]) {
-    const int g = chunk >> group_shift;
-#pragma unroll
-    for (int r = 0; r < ROWS; ++r) {
       sc[r] = load_param_bits_fetch<PARAM, kParamFetch<V>>(p.scales, prow[r] + g, p.dtype);
       bi[r] = load_param_bits_fetch<PARAM, kParamFetch<V>>(p.biases, prow[r] + g, p.dtype);
     }
@@ -616,8 +574,7 @@ __global__ void __launch_bounds__(kFamilyWarps<V, BITS> * 32, kFamilyMinBlocks<V
       const int chunks = count / kChunkValues;
       const int chunk0 = int(first / kChunkValues);
       // Software pipeline: the next chunk's loads (per row) are issued before the current one is
-      // computed. Two register buffers, used alternately (three with EXACTQ_QMV_BUFFERS=3, below);
-      // chunks still go in increasing order.
+      // computed. Two register buffers, used alternately; chunks still go in increasing order.
       // The buffers hold the parameters' raw bits; they are widened in `step`, when used.
       auto load = [&](int c, std::uint32_t (&w)[ROWS][BITS], std::uint32_t (&sc)[ROWS], std::uint32_t (&bi)[ROWS]) {
         load_round(chunk0 + c, w, sc, bi);
@@ -626,10 +583,6 @@ __global__ void __launch_bounds__(kFamilyWarps<V, BITS> * 32, kFamilyMinBlocks<V
       const int c_end = chunks < 32 * part_rounds * (part + 1) ? chunks : 32 * part_rounds * (part + 1);
       int c = active ? lane + 32 * part_rounds * part : c_end;
       if (c < c_end && !(kCarry && carried)) load(c, wa, sa, ba);  // in flight while the tile is staged
-      // EXACTQ_QMV_STAGE_TWO_ROUNDS: the second round in flight too while x is staged.
-      bool second_loaded = false;
-      if constexpr (kStageTwoRounds)
-        if ((tiles > 1 || trip == 0) && c + 32 < c_end) load(c + 32, wb, sb, bb), second_loaded = true;
       if (tiles > 1 || trip == 0) {
         if (trip == 0 && tile == 0) wait_for_previous_grid();  // x may be the previous kernel's output
         __syncthreads();  // everyone is done with the previous tile
@@ -673,59 +626,23 @@ __global__ void __launch_bounds__(kFamilyWarps<V, BITS> * 32, kFamilyMinBlocks<V
       // 28672x8192 and 6 % on Gemma's head (call 1, EXACTQ_QMV_PREFETCH_CODE=0).
       auto prefetch = [&](int c) {
         if constexpr (kPrefetchCode) {
-          const int ahead = c + 32 * (kQmvBuffers<V, BITS> - 1 + p.l2_prefetch_rounds);
+          const int ahead = c + 32 * (1 + p.l2_prefetch_rounds);
           if (p.l2_prefetch_rounds > 0 && ahead < c_end)
 #pragma unroll
             for (int r = 0; r < ROWS; ++r)
               asm volatile("prefetch.global.L2 [%0];" ::"l"(wrow[r] + std::int64_t(chunk0 + ahead) * (4 * BITS)));
         }
       };
-      if constexpr (kQmvParamsLag<V, BITS>) {
-        // Codes two rounds ahead in three buffers (a, b, c), parameters one round ahead in two
-        // (a, b): six phases before both rotations line up again.
-        if (c + 32 < c_end && !second_loaded && !(kCarry && carried)) load_codes(chunk0 + c + 32, wb);
-        auto phase = [&](const std::uint32_t (&w)[ROWS][BITS], std::uint32_t (&w_next)[ROWS][BITS],
-                         const std::uint32_t (&sc)[ROWS], const std::uint32_t (&bi)[ROWS], std::uint32_t (&sc_next)[ROWS],
-                         std::uint32_t (&bi_next)[ROWS]) {
-          if (c + 64 < c_end) load_codes(chunk0 + c + 64, w_next);
-          if (c + 32 < c_end) load_params(chunk0 + c + 32, sc_next, bi_next);
-          prefetch(c);
-          step(w, sc, bi, c);
-          c += 32;
-          return c < c_end;
-        };
-        if (c < c_end)
-          while (phase(wa, wc, sa, ba, sb, bb) && phase(wb, wa, sb, bb, sa, ba) && phase(wc, wb, sa, ba, sb, bb) &&
-                 phase(wa, wc, sb, bb, sa, ba) && phase(wb, wa, sa, ba, sb, bb) && phase(wc, wb, sb, bb, sa, ba)) {
-          }
-      } else if constexpr (kQmvBuffers<V, BITS> == 3) {
-        // Two rounds in flight while one is computed: the buffers rotate a, b, c.
-        if (c + 32 < c_end && !second_loaded && !(kCarry && carried)) load(c + 32, wb, sb, bb);
-        // One turn: load round c + 2 into the buffer freed last turn, compute round c.
-        auto turn = [&](const std::uint32_t (&w)[ROWS][BITS], const std::uint32_t (&sc)[ROWS], const std::uint32_t (&bi)[ROWS],
-                        std::uint32_t (&w_next)[ROWS][BITS], std::uint32_t (&sc_next)[ROWS], std::uint32_t (&bi_next)[ROWS]) {
-          if (c + 64 < c_end) load(c + 64, w_next, sc_next, bi_next);
-          prefetch(c);
-          step(w, sc, bi, c);
-          c += 32;
-          return c < c_end;
-        };
-        if (c < c_end)
-          while (turn(wa, sa, ba, wc, sc3, bc3) && turn(wb, sb, bb, wa, sa, ba) && turn(wc, sc3, bc3, wb, sb, bb)) {
-          }
-      } else {
-        while (c < c_end) {
-          if (c + 32 < c_end && !second_loaded) load(c + 32, wb, sb, bb);
-          second_loaded = false;
-          prefetch(c);
-          step(wa, sa, ba, c);
-          c += 32;
-          if (c >= c_end) break;
-          if (c + 32 < c_end) load(c + 32, wa, sa, ba);
-          prefetch(c);
-          step(wb, sb, bb, c);
-          c += 32;
-        }
+      while (c < c_end) {
+        if (c + 32 < c_end) load(c + 32, wb, sb, bb);
+        prefetch(c);
+        step(wa, sa, ba, c);
+        c += 32;
+        if (c >= c_end) break;
+        if (c + 32 < c_end) load(c + 32, wa, sa, ba);
+        prefetch(c);
+        step(wb, sb, bb, c);
+        c += 32;
       }
     }
     if (split > 1) {  // the same for every warp of the block
@@ -749,12 +666,6 @@ __global__ void __launch_bounds__(kFamilyWarps<V, BITS> * 32, kFamilyMinBlocks<V
         const std::int64_t next = task + slots;
         point(next * ROWS);
         if (next < tasks && lane < int(p.k / kChunkValues)) load_round(lane, wa, sa, ba);
-        // With three buffers, its second round too (the trip's loop then skips both loads).
-        if constexpr (kQmvParamsLag<V, BITS>) {
-          if (next < tasks && lane + 32 < int(p.k / kChunkValues)) load_codes(lane + 32, wb);
-        } else if constexpr (kQmvBuffers<V, BITS> == 3) {
-          if (next < tasks && lane + 32 < int(p.k / kChunkValues)) load_round(lane + 32, wb, sb, bb);
-        }
       }
     }
 

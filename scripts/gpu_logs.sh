@@ -118,6 +118,22 @@ record_parity() {
   done
 }
 
+# A held bench point (4-bit g64 bf16), for the clock and power trace: NAME and EXE, then bench
+# options (a large --repeats keeps the kernel busy for seconds); marked in marks.txt, logs
+# $out/held_NAME.*, one summary line (the size-matched read, then each row's µs and % of the
+# ceiling). Each is skipped unless HELD_LIMIT (default 60 s) + 10 s are left.
+# Usage: held NAME EXE --shapes ... --m ... --kernels ... --repeats ...
+held() {
+  local name=$1 exe=$2 limit=${HELD_LIMIT:-60}
+  shift 2
+  time_left $((limit + 10)) || { echo "skipped held $name (${SECONDS}s)"; return; }
+  mark "$name start"
+  timeout "$limit" "$exe" bench --backend cuda --bits 4 --group 64 --dtype bf16 "$@" \
+    --json "$out/held_$name.json" >"$out/held_$name.log" 2>&1
+  mark "$name end"
+  echo "held $name: $(grep -E 'streaming read of the same' "$out/held_$name.log" | sed -E 's/.*: //') | $(awk '$5 ~ /^[0-9]+$/ {printf "%s M=%s %s us %s; ", $4, $5, $6, $8}' "$out/held_$name.log") (${SECONDS}s)"
+}
+
 # The tests that run qmv_wide against the CPU mirror (gtest filter), for record_gtest.
 wide_test_filter='CudaQmv.WideEqualsCpuMirrorOverSeveralTripsAndTiles:CudaQmv.EqualsCpuMirrorForEveryFormat:CudaQmv.EqualsCpuMirrorOnShapes:CudaQmv.NonFiniteInputsEqualCpuMirror:CudaQmv.ExtremeActivationRangesEqualCpuMirror:CudaQmv.WidthInvariantWithNegativeControl'
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 25's H200 call, most needed first (gpu_session25c.sh's parts, reordered for a short
 # budget). Build as the header of gpu_session25c.sh says; run with carry [".out/bin"] on an H200.
-# 1. held runs under the 50 ms trace of SM clock, power and clock-event reasons (clocks.csv, phases
+# 1. held runs (`held`, scripts/gpu_logs.sh) under the 50 ms trace of SM clock, power and clock-event reasons (clocks.csv, phases
 #    in marks.txt): qmv at M = 1 on Llama's head, 28672x8192 and Gemma's head, then the energy
 #    probes e1 (no dot) and e2 (x's digits not read from shared memory) on Llama's head (both
 #    compute wrong bytes on purpose: timed and traced only), and qmv_streamed at M = 16 on Llama's
@@ -14,17 +14,6 @@ set -uo pipefail
 source "$(dirname "$0")/../gpu_logs.sh" session25d
 start_clock_sampler
 mark start
-# A held bench point: NAME and EXE, then bench options; logs $out/held_NAME.*, marked for the trace.
-held() {
-  local name=$1 exe=$2
-  shift 2
-  time_left 70 || { echo "skipped held $name (${SECONDS}s)"; return; }
-  mark "$name start"
-  timeout 60 "$exe" bench --backend cuda --bits 4 --group 64 --dtype bf16 "$@" \
-    --json "$out/held_$name.json" >"$out/held_$name.log" 2>&1
-  mark "$name end"
-  echo "held $name: $(grep -E 'streaming read of the same' "$out/held_$name.log" | sed -E 's/.*: //') | $(awk '$5 ~ /^[0-9]+$/ {printf "%s M=%s %s us %s; ", $4, $5, $6, $8}' "$out/held_$name.log") (${SECONDS}s)"
-}
 held llama_head "$bin/exactq" --shapes 128256x4096 --m 1 --kernels qmv --repeats 5000
 held big "$bin/exactq" --shapes 28672x8192 --m 1 --kernels qmv --repeats 6000
 held gemma_head "$bin/exactq" --shapes 262144x3840 --m 1 --kernels qmv --repeats 2500

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Session 25's H200 call, most needed first (gpu_session25c.sh's parts, reordered for a short
 # budget). Build as the header of gpu_session25c.sh says; run with carry [".out/bin"] on an H200.
-# 1. held runs (`held`, scripts/gpu_logs.sh) under the 50 ms trace of SM clock, power and clock-event reasons (clocks.csv, phases
-#    in marks.txt): qmv at M = 1 on Llama's head, 28672x8192 and Gemma's head, then the energy
+# 1. held runs (`held`, scripts/gpu_logs.sh) under the 50 ms trace of SM clock, power and
+#    clock-event reasons (clocks.csv, phases in marks.txt): qmv at M = 1 on Llama's head, 28672x8192 and Gemma's head, then the energy
 #    probes e1 (no dot) and e2 (x's digits not read from shared memory) on Llama's head (both
 #    compute wrong bytes on purpose: timed and traced only), and qmv_streamed at M = 16 on Llama's
 #    head;

@@ -20,7 +20,10 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,
 # launches? Usage: start_clock_sampler; mark "phase"
 clock_sampler=
 start_clock_sampler() {
-  local fields=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active
+  # power.draw is averaged over about a second; power.draw.instant (newer drivers) is not.
+  local fields=timestamp,clocks.sm,clocks.mem,power.draw,power.draw.instant,temperature.gpu,clocks_event_reasons.active
+  nvidia-smi --query-gpu="$fields" --format=csv,noheader -c 1 >/dev/null 2>&1 ||
+    fields=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active
   nvidia-smi --query-gpu="$fields" --format=csv,noheader -c 1 >/dev/null 2>&1 ||
     fields=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active
   nvidia-smi --query-gpu="$fields" --format=csv -lms 50 >"$out/clocks.csv" 2>&1 &

@@ -10,7 +10,9 @@
 #include "bench_metrics.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <functional>
 #include <map>
 
 #include <unistd.h>
@@ -29,6 +31,19 @@ nlohmann::json run_bench(const BenchConfig& c, Backend& backend) {
     check_host_memory(s.n, s.k, *std::max_element(c.ms.begin(), c.ms.end()), fmt::format("--shapes {}", s.name));
   }
   const int repeats = c.repeats > 0 ? c.repeats : (backend.name() == "cpu" ? 5 : 100);
+  // --sustain: a point's own launches, untimed, for sustain_seconds before it is timed. On the H200
+  // the power limiter averages over about a second: a burst of launches runs at full clock, while
+  // qmv at M = 1 held for seconds meets the 700 W cap and its SM clock falls to 1300-1900 MHz
+  // (docs/benchmark_results/2026-12-05-h200-session26.md). Continuous decoding is the held case.
+  // The untimed launches go in calls of at least 100 on a GPU, so that the gaps between calls
+  // (graph capture, synchronisation) leave the device busy nearly all the time.
+  const int sustain_repeats = backend.name() == "cpu" ? repeats : std::max(repeats, 100);
+  auto sustained = [&](const std::function<double(int)>& time_once) {
+    const auto start = std::chrono::steady_clock::now();
+    while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < c.sustain_seconds)
+      if (!(time_once(sustain_repeats) > 0)) return 0.0;  // nothing to time (a backend without a read kernel)
+    return time_once(repeats);
+  };
 
   nlohmann::json out;
   const double ceiling = backend.read_ceiling_bytes_per_s();
@@ -38,6 +53,7 @@ nlohmann::json run_bench(const BenchConfig& c, Backend& backend) {
                    {"group", c.group},
                    {"dtype", std::string(to_string(c.dtype))},
                    {"repeats", repeats},
+                   {"sustain_seconds", c.sustain_seconds},
                    {"streamed_max_vectors", c.options.streamed_max_vectors},
                    {"overlap_launch", c.options.overlap_launch},
                    {"qmv_l2_prefetch_rounds", c.options.qmv_l2_prefetch_rounds},
@@ -50,6 +66,7 @@ nlohmann::json run_bench(const BenchConfig& c, Backend& backend) {
                r["vectors_per_pass"].get<int>(), r["registers"].get<int>(), r["spilled_bytes"].get<int>(),
                r["blocks_per_sm"].get<int>());
   fmt::print("read ceiling (same run, streaming read): {:.1f} GB/s\n", ceiling / 1e9);
+  if (c.sustain_seconds > 0) fmt::print("each point timed after {:g} s of its own launches untimed (--sustain)\n", c.sustain_seconds);
   fmt::print("{:<14} {:>7} {:>6} {:<13} {:>3} {:>10} {:>9} {:>7} {:>8} {:>6} {:>10}\n", "shape", "N", "K", "kernel", "M",
              "us", "GB/s", "of roof", "of read", "x qmv", "recovered");
 
@@ -62,7 +79,7 @@ nlohmann::json run_bench(const BenchConfig& c, Backend& backend) {
     const std::int64_t weight_bytes = w.view().weight_bytes();
     // What a kernel that only reads this many bytes reaches, timed the same way: the start-up and
     // tail a launch of this size cannot avoid, which the large-buffer ceiling does not show.
-    const double read_us = backend.read_time_us(weight_bytes, repeats);
+    const double read_us = sustained([&](int r) { return backend.read_time_us(weight_bytes, r); });
     const double read_gbs = read_us > 0 ? double(weight_bytes) / (read_us * 1e-6) / 1e9 : 0.0;
     if (read_us > 0) {
       out["size_matched_reads"].push_back({{"shape", s.name}, {"bytes", weight_bytes}, {"us", read_us},
@@ -79,7 +96,7 @@ nlohmann::json run_bench(const BenchConfig& c, Backend& backend) {
       for (std::int64_t m : c.ms) {
         if (c.progress && isatty(2))
           fmt::print(stderr, "\r[{}/{}] {} {} M={}        ", ++done, total, s.name, to_string(kernel), m);
-        t[{kernel, m}] = backend.time_us(kernel, m, repeats);
+        t[{kernel, m}] = sustained([&](int r) { return backend.time_us(kernel, m, r); });
         // The output bytes for the activations time_us uses, as a digest.
         const auto x = bench_activations(m, s.k, c.dtype);
         std::vector<std::byte> y(std::size_t(m * s.n) * dtype_size(c.dtype));
@@ -132,11 +149,15 @@ std::string arm_name(const nlohmann::json& row) {
 }  // namespace
 
 std::string bench_markdown(const nlohmann::json& r) {
-  std::string md = fmt::format("Device: {}. {}-bit, group {}, {}; median of {} launches. Read ceiling measured in the "
+  const double sustain = r["config"].value("sustain_seconds", 0.0);
+  std::string md = fmt::format("Device: {}. {}-bit, group {}, {}; median of {} launches{}. Read ceiling measured in the "
                                "same run: **{:.1f} GB/s**.\n\n",
                                r["config"]["device"].get<std::string>(), r["config"]["bits"].get<int>(),
                                r["config"]["group"].get<int>(), r["config"]["dtype"].get<std::string>(),
-                               r["config"]["repeats"].get<int>(), r["read_ceiling_gb_s"].get<double>());
+                               r["config"]["repeats"].get<int>(),
+                               sustain > 0 ? fmt::format(", each after {:g} s of the same launches untimed (--sustain)", sustain)
+                                           : std::string(),
+                               r["read_ceiling_gb_s"].get<double>());
   if (r.contains("kernel_resources") && !r["kernel_resources"].empty()) {
     md += "| kernel | V (vectors per weight pass) | registers | spilled bytes | blocks/SM |\n|---|---|---|---|---|\n";
     for (const auto& k : r["kernel_resources"])
@@ -234,6 +255,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
     std::string backend = "auto", shapes = "gemma12b", ms = "1-16", kernels = "qmv,qmv_streamed,qmv_wide", dtype = "bf16";
     std::string json, markdown, plot, mma_layout = "fragments";
     int bits = 4, group = 64, repeats = 0, vmax = 8, threads = 0;
+    double sustain = 0;
     bool overlap_launch = false;
     QmvOptions tuning;
     std::string tuning_sweep;
@@ -247,6 +269,10 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--group", a->group, "32, 64 or 128")->transform(decimal_integer())->capture_default_str();
   cmd->add_option("--dtype", a->dtype, "f32, f16 or bf16")->capture_default_str();
   cmd->add_option("--repeats", a->repeats, "timed launches per point (0 = backend default)")->transform(decimal_integer())->capture_default_str();
+  cmd->add_option("--sustain", a->sustain,
+                  "seconds of untimed launches of each point before it is timed (clocks and power settle, as in "
+                  "continuous use; 0 to 60)")
+      ->capture_default_str();
   cmd->add_option("--vmax", a->vmax, "qmv_streamed: vectors per weight pass")->transform(decimal_integer())->capture_default_str();
   cmd->add_option("--threads", a->threads, "CPU threads (0 = all)")->transform(decimal_integer())->capture_default_str();
   cmd->add_flag("--overlap-launch", a->overlap_launch,
@@ -269,6 +295,9 @@ void add_bench_command(CLI::App& app, int& exit_code) {
     c.dtype = parse_dtype(a->dtype);
     c.repeats = a->repeats;
     if (a->repeats < 0) throw std::invalid_argument(fmt::format("--repeats {} must be >= 0", a->repeats));
+    if (!(a->sustain >= 0 && a->sustain <= 60))
+      throw std::invalid_argument(fmt::format("--sustain {} must be between 0 and 60 seconds", a->sustain));
+    c.sustain_seconds = a->sustain;
     if (a->vmax < 1) throw std::invalid_argument(fmt::format("--vmax {} must be at least 1", a->vmax));
     check_threads(a->threads);
     check_tuning_options(a->tuning);

@@ -20,6 +20,9 @@ struct BenchConfig {
   int group = 64;
   DType dtype = DType::bf16;
   int repeats = 0;  // 0: the backend's default
+  // Seconds each point (and each size-matched read) first runs its own launches untimed, so that
+  // clocks and the power limiter settle where continuous use holds them (0: time at once).
+  double sustain_seconds = 0;
   bool progress = true;
   QmvOptions options;  // as given to the backend, recorded in the results
   // A tuning sweep: every kernel and M is timed once per variant, on the same loaded weights,

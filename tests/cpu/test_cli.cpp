@@ -5,6 +5,7 @@
 
 #include <sys/wait.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -91,6 +92,9 @@ TEST(Cli, BadArgumentsExit2NamingTheValue) {
       {"parity --n 99999999999999999999", "'99999999999999999999'"},
       {"parity --threads 5000", "--threads 5000"},
       {"bench --backend cpu --shapes 16x256 --m 1 --threads -1", "--threads -1"},
+      {"bench --backend cpu --shapes 16x256 --m 1 --sustain -1", "--sustain -1"},
+      {"bench --backend cpu --shapes 16x256 --m 1 --sustain 61", "--sustain 61"},
+      {"bench --backend cpu --shapes 16x256 --m 1 --sustain nan", "--sustain nan"},
       // qmv_wide alone would be a PASS that checked nothing.
       {"parity --kernels qmv_wide --n 64 --k 512", "no width-invariant kernel"},
       // Sizes the host cannot hold are refused before any allocation.
@@ -195,6 +199,25 @@ TEST(Cli, BenchDigestsTellOrdersApart) {
     wide_differs += at("qmv_wide", m) != at("qmv", m);
   }
   EXPECT_GT(wide_differs, 0) << "the digests do not tell qmv_wide's order from qmv's";
+}
+
+// --sustain runs each point's launches untimed for that long before timing it: the size-matched
+// read and every (kernel, M) point each take at least that long, and the report records it.
+TEST(Cli, BenchSustainRunsEachPointFirst) {
+  TempFile file("exactq-bench-sustain");
+  const double sustain = 0.2 + 0.1 * double(fresh_seed() % 3);
+  SCOPED_TRACE("sustain " + std::to_string(sustain));
+  const auto start = std::chrono::steady_clock::now();
+  const Outcome out = run_cli("bench --backend cpu --shapes 33x320 --m 1,2 --kernels qmv --repeats 1 --sustain " +
+                              std::to_string(sustain) + " --json '" + file.path.string() + "'");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(out.exit_code, 0) << out.output;
+  EXPECT_TRUE(contains(out.output, "--sustain")) << out.output;
+  std::ifstream in(file.path);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_NEAR(j["config"]["sustain_seconds"].get<double>(), sustain, 1e-9);
+  ASSERT_EQ(j["rows"].size(), 2u);
+  EXPECT_GE(seconds, 2 * sustain) << "two points were timed, each after `sustain` seconds of untimed launches";
 }
 
 // The recovered fraction is the quotient where qmv_wide saves at least kMinWideSaving of qmv's

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Session 26's second H200 call: burst against sustained timing. Build: GENCODE=sm_90a
+# scripts/build_for_gpu.sh; run with carry [".out/bin"]. Under the 50 ms clock and power trace:
+# 1. the bench as the records time it (a burst of launches per point) on Llama's head, 28672x8192
+#    and Gemma's head, all four kernels at M = 1, 4, 8, 16;
+# 2. the same points with --sustain 2 (each point's launches run untimed for 2 s first: the
+#    clocks and the power limiter as continuous decoding holds them);
+# 3. qmv at M = 1 with overlapped launches, sustained.
+set -uo pipefail
+source "$(dirname "$0")/../gpu_logs.sh" session26b
+start_clock_sampler
+shapes=128256x4096,28672x8192,262144x3840
+common=(bench --backend cuda --shapes "$shapes" --bits 4 --group 64 --dtype bf16 --repeats 20)
+summary() { awk '$5 ~ /^[0-9]+$/ {printf "%s %s M=%s %s us %s; ", $1, $4, $5, $6, $8} END {print ""}' "$1"; }
+mark burst
+timeout 120 "$bin/exactq" "${common[@]}" --m 1,4,8,16 --kernels qmv,qmv_streamed,qmv_wide,qmv_mma \
+  --json "$out/burst.json" --markdown "$out/burst.md" >"$out/burst.log" 2>&1
+echo "burst: exit $? (${SECONDS}s)"; grep "ceiling" "$out/burst.log"; summary "$out/burst.log"
+mark sustained
+timeout 250 "$bin/exactq" "${common[@]}" --m 1,4,8,16 --kernels qmv,qmv_streamed,qmv_wide,qmv_mma --sustain 2 \
+  --json "$out/sustained.json" --markdown "$out/sustained.md" >"$out/sustained.log" 2>&1
+echo "sustained: exit $? (${SECONDS}s)"; grep "ceiling" "$out/sustained.log"; summary "$out/sustained.log"
+mark overlapped
+if time_left 40; then
+  timeout 35 "$bin/exactq" "${common[@]}" --m 1 --kernels qmv --sustain 2 --overlap-launch \
+    --json "$out/overlapped.json" --markdown "$out/overlapped.md" >"$out/overlapped.log" 2>&1
+  echo "overlapped sustained: exit $? (${SECONDS}s)"; summary "$out/overlapped.log"
+fi
+mark end
+echo "(${SECONDS}s elapsed)"

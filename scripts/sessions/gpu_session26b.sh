@@ -5,7 +5,9 @@
 #    and Gemma's head, all four kernels at M = 1, 4, 8, 16;
 # 2. the same points with --sustain 2 (each point's launches run untimed for 2 s first: the
 #    clocks and the power limiter as continuous decoding holds them);
-# 3. qmv at M = 1 with overlapped launches, sustained.
+# 3. qmv at M = 1 with overlapped launches, sustained;
+# 4. sustained, on the heads: qmv at M = 1 with its L2 prefetch (the default there) and without
+#    it (fewer instructions per round, less power?), as A B A.
 set -uo pipefail
 source "$(dirname "$0")/../gpu_logs.sh" session26b
 start_clock_sampler
@@ -25,6 +27,13 @@ if time_left 40; then
   timeout 35 "$bin/exactq" "${common[@]}" --m 1 --kernels qmv --sustain 2 --overlap-launch \
     --json "$out/overlapped.json" --markdown "$out/overlapped.md" >"$out/overlapped.log" 2>&1
   echo "overlapped sustained: exit $? (${SECONDS}s)"; summary "$out/overlapped.log"
+fi
+mark prefetch
+if time_left 45; then
+  timeout 40 "$bin/exactq" bench --backend cuda --shapes 128256x4096,262144x3840 --bits 4 --group 64 --dtype bf16 \
+    --repeats 20 --m 1 --kernels qmv --sustain 2 --sweep-qmv-tuning=-1:-1,0:-1,-1:-1 \
+    --json "$out/prefetch.json" >"$out/prefetch.log" 2>&1
+  echo "prefetch A/B sustained: exit $? (${SECONDS}s)"; grep -E "^[0-9]+x[0-9]+ +[0-9]+ +[0-9]+ qmv" "$out/prefetch.log"
 fi
 mark end
 echo "(${SECONDS}s elapsed)"

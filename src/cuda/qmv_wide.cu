@@ -225,7 +225,15 @@ void launch_wide(const QuantizedMatrixView& w, const void* x, std::int64_t vecto
   const std::int64_t resident = std::int64_t(wide_blocks_per_sm<BITS, V>(smem)) * sm_count();
   // As many blocks as fit, each with at least one task (fewer tasks than resident warps spread
   // over every SM; the warps without one only stage).
-  const unsigned grid_x = unsigned(tasks < resident ? tasks : resident);
+  unsigned grid_x = unsigned(tasks < resident ? tasks : resident);
+  // EXACTQ_WIDE_PACK_TILES, a -D knob for measuring (session 26): with several tiles of V vectors
+  // in one launch (M > 5) and fewer tasks than resident warps, blocks of whole tasks, so that the
+  // tiles' blocks share the SMs at once instead of each tile's grid spreading over every SM with
+  // idle warps and the tiles running one after another. Placement only: no bit changes.
+#ifndef EXACTQ_WIDE_PACK_TILES
+#define EXACTQ_WIDE_PACK_TILES 0
+#endif
+  if (EXACTQ_WIDE_PACK_TILES && tiles > 1) grid_x = unsigned(std::min<std::int64_t>(grid_x, ceil_div(tasks, kWarps)));
   constexpr std::int64_t kMaxGridY = 65535;
   for (std::int64_t t0 = 0; t0 < tiles; t0 += kMaxGridY) {
     const std::int64_t count = tiles - t0 < kMaxGridY ? tiles - t0 : kMaxGridY;

@@ -10,6 +10,8 @@
 # overlapped: qmv at M = 1 with overlapped launches, sustained;
 # prefetch:   sustained, on the heads, qmv at M = 1 with its L2 prefetch (the default there) and
 #             without it (fewer instructions per round, less power?), as A B A;
+# wide_tests: main's qmv_wide tests (scripts/gpu_logs.sh's filter), after qmv_wide's default
+#             became wt's (only with SECTIONS naming it);
 # wide_tiles: qmv_wide at M = 6-16 (several tiles of V vectors per launch), main against wt
 #             (blocks of whole tasks where the tasks fill fewer warps than fit, so that the tiles
 #             share the SMs), A B A, and wt's qmv_wide against the CPU mirror.
@@ -19,7 +21,7 @@ start_clock_sampler
 shapes=128256x4096,28672x8192,262144x3840
 ms=${SUSTAIN_MS:-1,4,8,16}
 common=(bench --backend cuda --shapes "$shapes" --bits 4 --group 64 --dtype bf16 --repeats 20)
-summary() { awk '$5 ~ /^[0-9]+$/ {printf "%s %s M=%s %s us %s; ", $1, $4, $5, $6, $8} END {print ""}' "$1"; }
+summary() { awk '$4 ~ /^qmv/ && $5 ~ /^[0-9]+$/ {printf "%s %s M=%s %s us %s; ", $1, $4, $5, $6, $8} END {print ""}' "$1"; }
 
 burst() {
   timeout 120 "$bin/exactq" "${common[@]}" --m "$ms" --kernels qmv,qmv_streamed,qmv_wide,qmv_mma \
@@ -61,6 +63,8 @@ wide_tiles() {
     --group 64 --dtype bf16 --m-max 20 --seeds 1 >"$out/parity_wt.log" 2>&1
   echo "parity wt: exit $? (${SECONDS}s)"
 }
+
+wide_tests() { time_left 60 && record_gtest wide_tests 50 "$bin/exactq_cuda_tests" "$wide_test_filter"; }
 
 for section in ${SECTIONS:-burst sustained overlapped prefetch wide_tiles}; do
   mark "$section"

@@ -226,12 +226,15 @@ void launch_wide(const QuantizedMatrixView& w, const void* x, std::int64_t vecto
   // As many blocks as fit, each with at least one task (fewer tasks than resident warps spread
   // over every SM; the warps without one only stage).
   unsigned grid_x = unsigned(tasks < resident ? tasks : resident);
-  // EXACTQ_WIDE_PACK_TILES, a -D knob for measuring (session 26): with several tiles of V vectors
-  // in one launch (M > 5) and fewer tasks than resident warps, blocks of whole tasks, so that the
-  // tiles' blocks share the SMs at once instead of each tile's grid spreading over every SM with
-  // idle warps and the tiles running one after another. Placement only: no bit changes.
+  // With several tiles of V vectors in one launch (M > 5) and fewer tasks than resident warps:
+  // blocks of whole tasks, so that the tiles' blocks share the SMs at once, instead of each tile's
+  // grid spreading over every SM with idle warps and the tiles running one after another.
+  // Placement only: no bit changes. Session 26 call 4 (H100; qmv_wide is bound by its
+  // instructions, as fast on the H200): 17-20 % faster at M = 6-16 on 4096x14336 and 4096x3840
+  // (M = 16: 205 -> 167 and 62 -> 51 us), unchanged on 17408x5120 and 28672x8192; output digests
+  // equal, parity against the CPU mirror to M = 20 passed. A -D knob: 0 spreads every tile.
 #ifndef EXACTQ_WIDE_PACK_TILES
-#define EXACTQ_WIDE_PACK_TILES 0
+#define EXACTQ_WIDE_PACK_TILES 1
 #endif
   if (EXACTQ_WIDE_PACK_TILES && tiles > 1) grid_x = unsigned(std::min<std::int64_t>(grid_x, ceil_div(tasks, kWarps)));
   constexpr std::int64_t kMaxGridY = 65535;

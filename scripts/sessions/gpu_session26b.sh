@@ -14,7 +14,8 @@
 #             became wt's (only with SECTIONS naming it);
 # wide_tiles: qmv_wide at M = 6-16 (several tiles of V vectors per launch), main against wt
 #             (blocks of whole tasks where the tasks fill fewer warps than fit, so that the tiles
-#             share the SMs), A B A, and wt's qmv_wide against the CPU mirror.
+#             share the SMs), A B A, and wt's qmv_wide against the CPU mirror (ran in call 4;
+#             since a05ea6a main packs the tiles too, so wt is main).
 set -uo pipefail
 source "$(dirname "$0")/../gpu_logs.sh" session26b
 start_clock_sampler

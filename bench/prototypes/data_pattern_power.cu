@@ -1,6 +1,6 @@
-// A measurement prototype, not part of the library (built by scripts/build_data_pattern_power.sh,
-// session 26): does the VALUE of the bytes read decide the power, and through the 700 W cap the
-// speed, of qmv at M = 1 and of the read ceiling on the H200?
+// A measurement prototype, not part of the library (session 26; built by
+// `scripts/build_prototype.sh data_pattern_power`): does the VALUE of the bytes read decide the
+// power, and through the 700 W cap the speed, of qmv at M = 1 and of the read ceiling on the H200?
 //
 // Why: the same-run read ceiling (src/cuda/read_ceiling.cu) reads buffers filled with one byte
 // (0x5a), and draws about 430 W; qmv reads random codes (the bench's weights) and sits at the
@@ -35,6 +35,7 @@
 
 #include "exactq/cuda.h"
 #include "exactq/dtype.h"
+#include "library_prototype.h"
 #include "prototype_common.cuh"
 
 namespace {
@@ -121,12 +122,6 @@ void report(const char* what, const Timing& t, double bytes, double ceiling_us) 
               t.fresh_us, bytes / t.fresh_us * 1e-3, t.held_us, bytes / t.held_us * 1e-3, 100.0 * ceiling_us / t.held_us);
 }
 
-std::uint16_t bf16_bits(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return std::uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
 void run_shape(std::int64_t n, std::int64_t k, double seconds) {
   constexpr int kBits = 4, kGroup = 64, kCopies = 3;
   const std::size_t packed_bytes = std::size_t(n * k * kBits / 8);
@@ -156,15 +151,10 @@ void run_shape(std::int64_t n, std::int64_t k, double seconds) {
   // qmv's operands: random group parameters as the bench's (a group spanning about [-r, r]),
   // random bf16 activations in [-1, 1], the codes random or constant.
   std::mt19937_64 rng(n * 31 + k);
-  std::uniform_real_distribution<float> range(0.01f, 0.2f), unit(-1.0f, 1.0f);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
   std::vector<std::uint16_t> scales(params), biases(params), x(static_cast<std::size_t>(k));
-  for (std::size_t i = 0; i < params; ++i) {
-    const float r = range(rng);
-    const bool flip = rng() & 1;
-    scales[i] = bf16_bits((flip ? -2.0f : 2.0f) * r / 15.0f);
-    biases[i] = bf16_bits(flip ? r : -r);
-  }
-  for (auto& v : x) v = bf16_bits(unit(rng));
+  random_group_parameters(rng, scales, biases);
+  for (auto& v : x) v = exactq::f32_to_bf16(unit(rng));
   std::vector<exactq::cuda::DeviceBuffer> packed, sc, bi;
   std::vector<exactq::QuantizedMatrixView> views;
   for (int c = 0; c < kCopies; ++c) {

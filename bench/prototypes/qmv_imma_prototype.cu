@@ -1,7 +1,7 @@
 // A measurement prototype, not part of the library (session 26; built by
-// scripts/build_qmv_imma_prototype.sh, NOT YET RUN on a GPU): qmv's exact order at M = 1 with the
-// chunk's integer dot on the tensor cores, to price the lead of
-// docs/benchmark_results/2026-12-05-h200-session26.md §4 (held, qmv at M = 1 on the H200 runs at
+// `scripts/build_prototype.sh qmv_imma_prototype`; first run: session 26 call 9, on an H100):
+// qmv's exact order at M = 1 with the chunk's integer dot on the tensor cores, to price the lead
+// of docs/benchmark_results/2026-12-05-h200-session26.md §4 (held, qmv at M = 1 on the H200 runs at
 // the 700 W cap, so fewer joules per weight is what is left).
 //
 // The order is qmv's (docs/design.md §3): the chunk dot Σ q·X is an exact integer, so any unit may
@@ -39,6 +39,7 @@
 #include "exactq/cuda.h"
 #include "exactq/dtype.h"
 #include "exactq/qmv.h"
+#include "library_prototype.h"
 #include "prototype_common.cuh"
 
 namespace {
@@ -173,12 +174,6 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) qmv_imma_kernel(const std
   }
 }
 
-std::uint16_t bf16_bits(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return std::uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
 void run(int n, int k) {
   if (k % 1024 != 0 || n % 16 != 0) {
     std::printf("%d x %d: the prototype takes K a multiple of 1024 and N of 16\n", n, k);
@@ -189,15 +184,10 @@ void run(int n, int k) {
   std::mt19937_64 rng(std::uint64_t(n) * 31 + k);
   std::vector<std::uint8_t> packed(packed_bytes);
   for (auto& v : packed) v = std::uint8_t(rng());
-  std::uniform_real_distribution<float> range(0.01f, 0.2f), unit(-1.0f, 1.0f);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
   std::vector<std::uint16_t> scales(params), biases(params), x(static_cast<std::size_t>(k));
-  for (std::size_t i = 0; i < params; ++i) {
-    const float r = range(rng);
-    const bool flip = rng() & 1;
-    scales[i] = bf16_bits((flip ? -2.0f : 2.0f) * r / 15.0f);
-    biases[i] = bf16_bits(flip ? r : -r);
-  }
-  for (auto& v : x) v = bf16_bits(unit(rng) * std::ldexp(1.0f, int(rng() % 12) - 6));  // a spread of binades
+  random_group_parameters(rng, scales, biases);
+  for (auto& v : x) v = exactq::f32_to_bf16(unit(rng) * std::ldexp(1.0f, int(rng() % 12) - 6));  // a spread of binades
 
   exactq::QuantizedMatrixView host;
   host.packed = packed;

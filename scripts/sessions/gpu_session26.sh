@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 26's H200 call. Build: GENCODE=sm_90a scripts/build_for_gpu.sh, then
-# scripts/build_data_pattern_power.sh; run with carry [".out/bin"].
+# scripts/build_data_pattern_power.sh (now `scripts/build_prototype.sh data_pattern_power`); run with carry [".out/bin"].
 # 1. bench/prototypes/data_pattern_power.cu under the 50 ms clock and power trace: the streaming
 #    read of constant and of random bytes, and qmv at M = 1 on random and on constant codes, held
 #    ~3 s each, on Llama's head, 28672x8192 and Gemma's head (does the data decide the power?);

@@ -23,10 +23,10 @@ inline constexpr double kFamilySharedBudget = 72 * 1024;
 
 // The dynamic shared memory a family kernel may ask for: the device's per-block opt-in (227 KB on
 // the H200) for qmv_streamed, at most 100 KB for qmv.
-template <int V>
+template <int V, int BITS = 0>
 int family_max_shared() {
   const int per_block = shared_memory_limits().per_block;
-  return V > 1 ? per_block : std::min(100 * 1024, per_block);
+  return V > 1 || kAsyncStages<BITS, V> > 0 ? per_block : std::min(100 * 1024, per_block);
 }
 
 // qmv_streamed (V > 1): x's tile takes the shared memory of the blocks per SM that the registers
@@ -49,7 +49,7 @@ int family_tile(std::int64_t k) {
 
 template <int BITS, int V, int ROWS, int PARAM>
 int family_blocks_per_sm(std::size_t smem) {
-  return resident_blocks<qmv_family_kernel<BITS, V, ROWS, PARAM>>(kFamilyWarps<V, BITS> * 32, smem, family_max_shared<V>());
+  return resident_blocks<qmv_family_kernel<BITS, V, ROWS, PARAM>>(kFamilyWarps<V, BITS> * 32, smem, family_max_shared<V, BITS>());
 }
 
 // Launches `tiles` tiles of V vectors starting at vector_offset.
@@ -77,15 +77,18 @@ void launch_family(const QuantizedMatrixView& w, const void* x, std::int64_t vec
     for (int s = EXACTQ_QMV_SPLIT_MAX; s >= 2 && p.split == 1; --s) {
       // A split task's parts are consecutive warps of one block.
       if (warps % s != 0 || w.k > p.tile_values || family_rounds(w.k) < s) continue;
-      const std::size_t with_park = family_shared_bytes<BITS>(1, p.tile_values) + split_park_bytes(s, warps, ROWS, w.k);
-      if (with_park > std::size_t(family_max_shared<V>())) continue;  // the park does not fit beside x
+      const std::size_t with_park = family_shared_bytes<BITS>(1, p.tile_values) + split_park_bytes(s, warps, ROWS, w.k) +
+                                    async_ring_bytes<BITS, V, ROWS>(warps);
+      if (with_park > std::size_t(family_max_shared<V, BITS>())) continue;  // the park does not fit beside x
       const std::int64_t resident = std::int64_t(family_blocks_per_sm<BITS, V, ROWS, PARAM>(with_park)) * sm_count();
       const std::int64_t slots = (tasks < resident ? tasks : resident) * warps;  // the kernel's grid, as below
       const std::int64_t last_trip = tasks % slots;
       if (tasks * s <= slots || (split_last_trip && last_trip > 0 && last_trip * s <= slots)) p.split = s;
     }
   }
-  const std::size_t smem = family_shared_bytes<BITS>(V, p.tile_values) + split_park_bytes(p.split, warps, ROWS, w.k);
+  // qmv's weight rings (kAsyncStages) at the end: the kernel finds them from the size.
+  const std::size_t smem = family_shared_bytes<BITS>(V, p.tile_values) + split_park_bytes(p.split, warps, ROWS, w.k) +
+                           async_ring_bytes<BITS, V, ROWS>(warps);
   const std::int64_t resident = std::int64_t(family_blocks_per_sm<BITS, V, ROWS, PARAM>(smem)) * sm_count();
   // As many blocks as fit, each with at least one task: when there are fewer tasks than resident
   // warps, they spread over every SM (some warps of each block only stage) instead of filling
@@ -126,7 +129,8 @@ template <int BITS, int V, int ROWS, int PARAM>
 cuda::KernelResources family_resources() {
   cudaFuncAttributes a{};
   EXACTQ_CUDA_CHECK(cudaFuncGetAttributes(&a, qmv_family_kernel<BITS, V, ROWS, PARAM>));
-  const std::size_t smem = family_shared_bytes<BITS>(V, family_tile<BITS, V, ROWS>(4096));
+  const std::size_t smem = family_shared_bytes<BITS>(V, family_tile<BITS, V, ROWS>(4096)) +
+                           async_ring_bytes<BITS, V, ROWS>(kFamilyWarps<V, BITS>);
   return {a.numRegs, int(a.localSizeBytes), a.maxThreadsPerBlock, family_blocks_per_sm<BITS, V, ROWS, PARAM>(smem)};
 }
 

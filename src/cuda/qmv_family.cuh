@@ -411,6 +411,26 @@ inline constexpr int kFamilyMinBlocks =  // warps per SM, then blocks of kFamily
 template <int BITS, int V>
 inline constexpr bool kFamilyCarry = V == 1 && ((EXACTQ_QMV_CARRY_BITS >> BITS) & 1) != 0;
 
+// EXACTQ_QMV_ASYNC_STAGES, a -D knob (session 27): 4-bit qmv's weights reach shared memory by
+// cp.async, STAGES - 1 rounds ahead of the round being computed, in a ring of STAGES rounds per
+// warp, instead of one round ahead in a second register buffer. Each lane copies, and later reads
+// back, only its own 16 bytes of each row, so no lane waits on another. Why: held in registers,
+// one round ahead is all 128 registers allow, about 32 KB per SM in flight; the H200 needs about
+// 35 GB/s per SM times a loaded latency of a microsecond or more (session 18: qmv without the dot
+// and without staging still ran 6 % behind a read of the same bytes). Memory traffic only: the
+// values, and so every bit, are the register pipeline's. 0: the register double buffer.
+#ifndef EXACTQ_QMV_ASYNC_STAGES
+#define EXACTQ_QMV_ASYNC_STAGES 0
+#endif
+template <int BITS, int V>
+inline constexpr int kAsyncStages = V == 1 && BITS == 4 ? EXACTQ_QMV_ASYNC_STAGES : 0;
+static_assert(EXACTQ_QMV_ASYNC_STAGES == 0 || EXACTQ_QMV_ASYNC_STAGES >= 2, "a ring of at least two rounds");
+// Bytes of the rings of one block of `warps` warps of ROWS rows.
+template <int BITS, int V, int ROWS>
+std::size_t async_ring_bytes(int warps) {
+  return std::size_t(kAsyncStages<BITS, V>) * warps * ROWS * 32 * 16;
+}
+
 // qmv's butterfly for a lane's COUNT (row, vector) totals at once, with the same adds: the first
 // log2(COUNT) steps send half of the totals a lane still holds to its partner and keep the other
 // half, so each shuffle and add does work that the plain butterfly (COUNT shuffles and adds per
@@ -549,6 +569,42 @@ __global__ void __launch_bounds__(kFamilyWarps<V, BITS> * 32, kFamilyMinBlocks<V
       bi[r] = load_param_bits_fetch<PARAM, kParamFetch<V>>(p.biases, prow[r] + g, p.dtype);
     }
   };
+  // kAsync: the weights of a round go to the warp's ring by cp.async (`issue`), the group
+  // parameters to registers one round ahead (`load_params`), as the register pipeline has them.
+  constexpr int kAsync = kAsyncStages<BITS, V>;
+  static_assert(kAsync == 0 || kEnergyProbe<BITS, V> == 0, "the energy probes measure the register pipeline");
+  // The rings are the last async_ring_bytes of the block's shared memory.
+  uint4* ring_lane = nullptr;
+  if constexpr (kAsync > 0) {
+    unsigned dynamic_bytes;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dynamic_bytes));
+    ring_lane = reinterpret_cast<uint4*>(reinterpret_cast<char*>(shared_raw) + dynamic_bytes) -
+                (kFamilyWarps<V, BITS> - warp) * kAsync * ROWS * 32 + lane;
+  }
+  auto load_params = [&](int chunk, std::uint32_t (&sc)[ROWS], std::uint32_t (&bi)[ROWS]) {
+    const int g = chunk >> group_shift;
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+      sc[r] = load_param_bits_fetch<PARAM, kParamFetch<V>>(p.scales, prow[r] + g, p.dtype);
+      bi[r] = load_param_bits_fetch<PARAM, kParamFetch<V>>(p.biases, prow[r] + g, p.dtype);
+    }
+  };
+  // Chunk `chunk` of each row into ring stage `stage` where `copy` holds, as one commit group
+  // (empty where it does not, so that every round commits exactly one group).
+  auto issue = [&](int chunk, int stage, bool copy) {
+    if constexpr (kAsync > 0) {
+#pragma unroll
+      for (int r = 0; r < ROWS; ++r)
+        copy_async_if<16>(copy, ring_lane + (stage * ROWS + r) * 32, wrow[r] + std::int64_t(chunk) * (4 * BITS));
+      commit_async_copies();
+    }
+  };
+  // The first kAsync - 1 rounds from chunk c (stages 0, 1, ...) and the first round's parameters.
+  auto prime = [&](int chunk0, int c, int c_end, std::uint32_t (&sc)[ROWS], std::uint32_t (&bi)[ROWS]) {
+#pragma unroll
+    for (int i = 0; i + 1 < kAsync; ++i) issue(chunk0 + c + 32 * i, i, c + 32 * i < c_end);
+    if (c < c_end) load_params(chunk0 + c, sc, bi);
+  };
 
   for (std::int64_t trip = 0; trip < trips; ++trip) {
     const bool split_trip = trip == whole_trips;  // the same for every warp of the grid
@@ -582,7 +638,11 @@ __global__ void __launch_bounds__(kFamilyWarps<V, BITS> * 32, kFamilyMinBlocks<V
       // This warp's run of chunks: all of them without a split (one tile then, if split > 1).
       const int c_end = chunks < 32 * part_rounds * (part + 1) ? chunks : 32 * part_rounds * (part + 1);
       int c = active ? lane + 32 * part_rounds * part : c_end;
-      if (c < c_end && !(kCarry && carried)) load(c, wa, sa, ba);  // in flight while the tile is staged
+      if constexpr (kAsync > 0) {
+        if (!(kCarry && carried)) prime(chunk0, c, c_end, sa, ba);  // in flight while the tile is staged
+      } else if (c < c_end && !(kCarry && carried)) {
+        load(c, wa, sa, ba);  // in flight while the tile is staged
+      }
       if (tiles > 1 || trip == 0) {
         if (trip == 0 && tile == 0) wait_for_previous_grid();  // x may be the previous kernel's output
         __syncthreads();  // everyone is done with the previous tile
@@ -626,14 +686,39 @@ __global__ void __launch_bounds__(kFamilyWarps<V, BITS> * 32, kFamilyMinBlocks<V
       // 28672x8192 and 6 % on Gemma's head (call 1, EXACTQ_QMV_PREFETCH_CODE=0).
       auto prefetch = [&](int c) {
         if constexpr (kPrefetchCode) {
-          const int ahead = c + 32 * (1 + p.l2_prefetch_rounds);
+          const int ahead = c + 32 * ((kAsync > 0 ? kAsync - 1 : 1) + p.l2_prefetch_rounds);
           if (p.l2_prefetch_rounds > 0 && ahead < c_end)
 #pragma unroll
             for (int r = 0; r < ROWS; ++r)
               asm volatile("prefetch.global.L2 [%0];" ::"l"(wrow[r] + std::int64_t(chunk0 + ahead) * (4 * BITS)));
         }
       };
-      while (c < c_end) {
+      if constexpr (kAsync > 0) {
+        // Round c is in stage `stage`; round c + 32 (kAsync - 1) goes to the stage round c - 32 left.
+        int stage = 0;
+        auto async_step = [&](const std::uint32_t (&sc)[ROWS], const std::uint32_t (&bi)[ROWS], std::uint32_t (&sc_next)[ROWS],
+                              std::uint32_t (&bi_next)[ROWS]) {
+          const int ahead_stage = stage + kAsync - 1 < kAsync ? stage + kAsync - 1 : stage - 1;
+          issue(chunk0 + c + 32 * (kAsync - 1), ahead_stage, c + 32 * (kAsync - 1) < c_end);
+          if (c + 32 < c_end) load_params(chunk0 + c + 32, sc_next, bi_next);
+          prefetch(c);
+          wait_async_copies<kAsync - 1>();  // this lane's copies of round c are in its stage
+#pragma unroll
+          for (int r = 0; r < ROWS; ++r) {
+            const uint4 v = ring_lane[(stage * ROWS + r) * 32];
+            wa[r][0] = v.x, wa[r][1] = v.y, wa[r][2] = v.z, wa[r][3] = v.w;
+          }
+          step(wa, sc, bi, c);
+          c += 32;
+          stage = stage + 1 < kAsync ? stage + 1 : 0;
+        };
+        while (c < c_end) {
+          async_step(sa, ba, sb, bb);
+          if (c >= c_end) break;
+          async_step(sb, bb, sa, ba);
+        }
+      }
+      while (kAsync == 0 && c < c_end) {
         if (c + 32 < c_end) load(c + 32, wb, sb, bb);
         prefetch(c);
         step(wa, sa, ba, c);
@@ -665,7 +750,10 @@ __global__ void __launch_bounds__(kFamilyWarps<V, BITS> * 32, kFamilyMinBlocks<V
       if (carried) {
         const std::int64_t next = task + slots;
         point(next * ROWS);
-        if (next < tasks && lane < int(p.k / kChunkValues)) load_round(lane, wa, sa, ba);
+        if constexpr (kAsync > 0)
+          prime(0, lane, next < tasks ? int(p.k / kChunkValues) : 0, sa, ba);
+        else if (next < tasks && lane < int(p.k / kChunkValues))
+          load_round(lane, wa, sa, ba);
       }
     }
 

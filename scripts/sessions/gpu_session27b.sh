@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Session 27's H200 call: call 1 (scripts/sessions/gpu_session27.sh, an H100) found the cp.async
+# ring variants bitwise equal to the CPU mirror and 1-5 % slower than main on the H100's heads,
+# where main already reaches 94-95 % of the read. The H200 moves 43 % more bytes per SM: does the
+# deeper ring pay there? Same binaries as call 1 (its header says how they are built); carry
+# [".out/bin"], REQUIRE_GPU=H200.
+# 1. qmv at M = 1, main a3 a4 a5, two passes on the three large shapes, then overlapped;
+# 2. held (--sustain 2) main and a4 on Llama's head and 28672x8192 under the power trace;
+# 3. as time allows, session 26's unrun sections: the bench burst and sustained at M = 1 and 16.
+set -uo pipefail
+source "$(dirname "$0")/../gpu_logs.sh" session27b
+start_clock_sampler
+mark start
+variants=("$bin/exactq-a3" "$bin/exactq-a4" "$bin/exactq-a5")
+echo "== qmv, M = 1"
+ab_qmv_m1 2 128256x4096,28672x8192,262144x3840 "$bin/exactq" "${variants[@]}"
+grep -h "ceiling" "$out"/qmv_exactq_1.log | head -2
+echo "(${SECONDS}s elapsed)"
+time_left 60 && ovl_qmv_m1 128256x4096,28672x8192,262144x3840 "$bin/exactq" "${variants[@]}"
+HELD_LIMIT=40
+for exe in exactq exactq-a4; do
+  held "sus_$exe" "$bin/$exe" --shapes 128256x4096,28672x8192 --m 1 --kernels qmv --repeats 20 --sustain 2
+done
+ms=1,16
+shapes=128256x4096,28672x8192,262144x3840
+common=(bench --backend cuda --shapes "$shapes" --bits 4 --group 64 --dtype bf16 --repeats 20 --m "$ms"
+  --kernels qmv,qmv_streamed,qmv_wide,qmv_mma)
+summary() { awk '$4 ~ /^qmv/ && $5 ~ /^[0-9]+$/ {printf "%s %s M=%s %s us %s; ", $1, $4, $5, $6, $8} END {print ""}' "$1"; }
+if time_left 100; then
+  mark burst
+  timeout 90 "$bin/exactq" "${common[@]}" --json "$out/burst.json" --markdown "$out/burst.md" >"$out/burst.log" 2>&1
+  echo "burst: exit $? (${SECONDS}s)"; summary "$out/burst.log"
+fi
+if time_left 130; then
+  mark sustained
+  timeout $((${CALL_BUDGET:-570} - SECONDS - 20)) "$bin/exactq" "${common[@]}" --sustain 2 \
+    --json "$out/sustained.json" --markdown "$out/sustained.md" >"$out/sustained.log" 2>&1
+  echo "sustained: exit $? (${SECONDS}s)"; summary "$out/sustained.log"
+fi
+mark end
+echo "(${SECONDS}s elapsed)"

@@ -424,6 +424,12 @@ inline constexpr bool kFamilyCarry = V == 1 && ((EXACTQ_QMV_CARRY_BITS >> BITS) 
 #endif
 template <int BITS, int V>
 inline constexpr int kAsyncStages = V == 1 && BITS == 4 ? EXACTQ_QMV_ASYNC_STAGES : 0;
+// With the ring, the group parameters (still loaded one round ahead into registers) would be the
+// loads with the least time to arrive: EXACTQ_QMV_ASYNC_PARAM_PREFETCH=1 requests each round's
+// parameters into L2 when its weights are copied.
+#ifndef EXACTQ_QMV_ASYNC_PARAM_PREFETCH
+#define EXACTQ_QMV_ASYNC_PARAM_PREFETCH 0
+#endif
 static_assert(EXACTQ_QMV_ASYNC_STAGES == 0 || EXACTQ_QMV_ASYNC_STAGES >= 2, "a ring of at least two rounds");
 // Bytes of the rings of one block of `warps` warps of ROWS rows.
 template <int BITS, int V, int ROWS>
@@ -597,6 +603,16 @@ __global__ void __launch_bounds__(kFamilyWarps<V, BITS> * 32, kFamilyMinBlocks<V
       for (int r = 0; r < ROWS; ++r)
         copy_async_if<16>(copy, ring_lane + (stage * ROWS + r) * 32, wrow[r] + std::int64_t(chunk) * (4 * BITS));
       commit_async_copies();
+      if constexpr (EXACTQ_QMV_ASYNC_PARAM_PREFETCH != 0) {
+        const int bytes = (PARAM == kRuntimeDtype ? p.dtype : DType(PARAM)) == DType::f32 ? 4 : 2;
+        const int g = chunk >> group_shift;
+        if (copy)
+#pragma unroll
+          for (int r = 0; r < ROWS; ++r) {
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(static_cast<const char*>(p.scales) + std::int64_t(prow[r] + g) * bytes));
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(static_cast<const char*>(p.biases) + std::int64_t(prow[r] + g) * bytes));
+          }
+      }
     }
   };
   // The first kAsync - 1 rounds from chunk c (stages 0, 1, ...) and the first round's parameters.

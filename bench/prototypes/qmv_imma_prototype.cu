@@ -174,6 +174,170 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) qmv_imma_kernel(const std
   }
 }
 
+// ---- v2 (session 27): 128-byte row segments, D steps of loads in flight, B without predication ----
+// Lane (g, q) loads, per step j, chunks 8j + 2q and 8j + 2q + 1 (t = 0, 1) of rows g and g + 8:
+// 4 loads of 16 bytes, the four q-lanes of a row covering 128 contiguous bytes. Each t is one
+// pass of the v1 mapping (chunk 8j + 2q + t in lane q's k). Chunk 8j + 2q + t is qmv's logical
+// lane L = 8 (j mod 4) + 2q + t: each physical lane keeps 8 chains per row; the butterfly's masks
+// 16, 8 and 1 are adds between a lane's own chains, 4 and 2 shuffles (lane xor 2, xor 1).
+// B: per chunk two 64-byte roles, read as 16-byte vectors: role 0 (even g) holds digits 0 and 2
+// for k-step s, role 1 (odd g) digit 1 and zeros. A lane whose k is not its column's chunk reads
+// a 64-byte block of zeros instead (a pointer chosen once per task, no predicated loads).
+struct ChunkRoles {
+  uint4 role[2][kKSteps];
+};
+
+__global__ void stage_roles(const std::uint16_t* x, int k, ChunkRoles* b, float2* facts) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= k / 32) return;
+  float v[32];
+  for (int i = 0; i < 32; ++i) v[i] = __uint_as_float(std::uint32_t(x[32 * c + i]) << 16);
+  std::int32_t big[32];
+  const exactq::order::ChunkFacts f = exactq::order::exact_chunk(v, big);
+  facts[c] = make_float2(f.sum, f.unscale);
+  ChunkRoles out;
+  for (int s = 0; s < kKSteps; ++s) {
+    std::uint32_t lo[3] = {0, 0, 0}, hi[3] = {0, 0, 0};
+    for (int d = 0; d < 3; ++d)
+      for (int t = 0; t < 4; ++t) {
+        lo[d] |= ((exactq::order::exact_digit_bytes(big[8 * s + 2 * t]) >> (8 * d)) & 0xffu) << (8 * t);
+        hi[d] |= ((exactq::order::exact_digit_bytes(big[8 * s + 2 * t + 1]) >> (8 * d)) & 0xffu) << (8 * t);
+      }
+    out.role[0][s] = make_uint4(lo[0], hi[0], lo[2], hi[2]);
+    out.role[1][s] = make_uint4(lo[1], hi[1], 0, 0);
+  }
+  b[c] = out;
+}
+
+// Loads that stay where they are written relative to the mma (asm volatile both): ptxas otherwise
+// hoists a whole unrolled body's loads to its top and spills (24-260 bytes).
+__device__ __forceinline__ uint4 load_stream_in_place(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.cs.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ std::uint32_t load_u16_in_place(const std::uint16_t* p) {
+  unsigned short v;
+  asm volatile("ld.global.L2::128B.u16 %0, [%1];" : "=h"(v) : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ uint4 load_shared_in_place(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(unsigned(__cvta_generic_to_shared(p))));
+  return v;
+}
+
+template <int D, int MIN_BLOCKS>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32, MIN_BLOCKS)
+    qmv_imma2_kernel(const std::uint8_t* packed, const std::uint16_t* scales, const std::uint16_t* biases,
+                     const ChunkRoles* b_global, const float2* facts_global, std::uint16_t* y, int n, int k) {
+  static_assert(D == 2 || D == 4, "the ring's slot must be a compile-time index in a loop unrolled by 4");
+  extern __shared__ uint4 shared_raw[];
+  const int chunks = k / 32;
+  ChunkRoles* b = reinterpret_cast<ChunkRoles*>(shared_raw);
+  uint4* zeros = reinterpret_cast<uint4*>(b + chunks);
+  float2* facts = reinterpret_cast<float2*>(zeros + kKSteps);
+  for (int i = threadIdx.x; i < chunks; i += blockDim.x) b[i] = b_global[i], facts[i] = facts_global[i];
+  if (threadIdx.x < kKSteps) zeros[threadIdx.x] = make_uint4(0, 0, 0, 0);
+  __syncthreads();
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+  const bool mine = q == (g >> 1);
+  const int role = g & 1;
+  const std::int64_t row_bytes = k / 2;
+  const int groups = k / 64;
+  const int tasks = n / 16;
+  const int steps = chunks / 8;
+  for (int task = blockIdx.x * kWarpsPerBlock + warp; task < tasks; task += gridDim.x * kWarpsPerBlock) {
+    const int row_lo = task * 16 + g, row_hi = row_lo + 8;
+    const uint4* w_lo = reinterpret_cast<const uint4*>(packed + row_lo * row_bytes);
+    const uint4* w_hi = reinterpret_cast<const uint4*>(packed + row_hi * row_bytes);
+    const int p_lo = row_lo * groups, p_hi = row_hi * groups;
+    float chain[2][4][2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+      for (int jm = 0; jm < 4; ++jm) chain[r][jm][0] = chain[r][jm][1] = 0.0f;
+    uint4 wbuf[D][4];
+    std::uint32_t pbuf[D][4];
+    auto load = [&](int j, uint4 (&w)[4], std::uint32_t (&pp)[4]) {
+      const int c0 = 8 * j + 2 * q, grp = 4 * j + q;
+      w[0] = load_stream_in_place(w_lo + c0), w[1] = load_stream_in_place(w_lo + c0 + 1);
+      w[2] = load_stream_in_place(w_hi + c0), w[3] = load_stream_in_place(w_hi + c0 + 1);
+      pp[0] = load_u16_in_place(scales + p_lo + grp), pp[1] = load_u16_in_place(biases + p_lo + grp);
+      pp[2] = load_u16_in_place(scales + p_hi + grp), pp[3] = load_u16_in_place(biases + p_hi + grp);
+    };
+#pragma unroll
+    for (int i = 0; i + 1 < D; ++i)
+      if (i < steps) load(i, wbuf[i], pbuf[i]);
+#pragma unroll 1
+    for (int j0 = 0; j0 < steps; j0 += 4) {
+#pragma unroll
+      for (int jm = 0; jm < 4; ++jm) {
+        const int j = j0 + jm;
+        if (j + D - 1 < steps) load(j + D - 1, wbuf[(jm + D - 1) % D], pbuf[(jm + D - 1) % D]);
+        const uint4(&w)[4] = wbuf[jm % D];
+        const std::uint32_t(&pp)[4] = pbuf[jm % D];
+        using namespace exactq::order;
+        const float sc_lo = __uint_as_float(pp[0] << 16), bi_lo = __uint_as_float(pp[1] << 16);
+        const float sc_hi = __uint_as_float(pp[2] << 16), bi_hi = __uint_as_float(pp[3] << 16);
+#pragma unroll
+        for (int t = 0; t < 2; ++t) {
+          const int chunk = 8 * j + 2 * q + t;
+          const uint4* src = mine ? &b[chunk].role[role][0] : zeros;
+          const std::uint32_t wl[4] = {w[t].x, w[t].y, w[t].z, w[t].w};
+          const std::uint32_t wh[4] = {w[2 + t].x, w[2 + t].y, w[2 + t].z, w[2 + t].w};
+          int c01[4] = {0, 0, 0, 0}, c2[4] = {0, 0, 0, 0};
+#pragma unroll
+          for (int s = 0; s < kKSteps; ++s) {
+            const uint4 bb = load_shared_in_place(src + s);
+            const std::uint32_t a0 = wl[s] & 0x0f0f0f0fu, a2 = (wl[s] >> 4) & 0x0f0f0f0fu;
+            const std::uint32_t a1 = wh[s] & 0x0f0f0f0fu, a3 = (wh[s] >> 4) & 0x0f0f0f0fu;
+            mma_u8s8(c01, a0, a1, a2, a3, bb.x, bb.y);
+            mma_u8s8(c2, a0, a1, a2, a3, bb.z, bb.w);
+          }
+          const float2 f = facts[chunk];
+          const std::uint32_t dot_lo = std::uint32_t(c01[0]) + (std::uint32_t(c01[1]) << 8) + (std::uint32_t(c2[0]) << 16);
+          const std::uint32_t dot_hi = std::uint32_t(c01[2]) + (std::uint32_t(c01[3]) << 8) + (std::uint32_t(c2[2]) << 16);
+          chain[0][jm][t] = lane_add(chain[0][jm][t], chunk_fold(sc_lo, bi_lo, chunk_value(exact_float(std::int32_t(dot_lo)), f.y), f.x));
+          chain[1][jm][t] = lane_add(chain[1][jm][t], chunk_fold(sc_hi, bi_hi, chunk_value(exact_float(std::int32_t(dot_hi)), f.y), f.x));
+        }
+      }
+    }
+    // The butterfly over L = 8 jm + 2 q + t: mask 16 flips jm's bit 1, 8 jm's bit 0, 4 and 2 q's
+    // bits (lane xor 2, xor 1), 1 flips t.
+    using namespace exactq::order;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+#pragma unroll
+      for (int step = 0; step < kButterflySteps; ++step) {
+        const int mask = butterfly_mask(step);
+        float next[4][2];
+#pragma unroll
+        for (int jm = 0; jm < 4; ++jm)
+#pragma unroll
+          for (int t = 0; t < 2; ++t) {
+            const float own = chain[r][jm][t];
+            float partner;
+            if (mask == 16) partner = chain[r][jm ^ 2][t];
+            else if (mask == 8) partner = chain[r][jm ^ 1][t];
+            else if (mask == 1) partner = chain[r][jm][t ^ 1];
+            else partner = __shfl_xor_sync(0xffffffffu, own, mask == 4 ? 2 : 1);
+            next[jm][t] = butterfly_step(own, partner);
+          }
+#pragma unroll
+        for (int jm = 0; jm < 4; ++jm) chain[r][jm][0] = next[jm][0], chain[r][jm][1] = next[jm][1];
+      }
+    }
+    if (q == 0) {
+      exactq::store_f32(y, std::size_t(row_lo), exactq::DType::bf16, chain[0][0][0]);
+      exactq::store_f32(y, std::size_t(row_hi), exactq::DType::bf16, chain[1][0][0]);
+    }
+  }
+}
+
 void run(int n, int k) {
   if (k % 1024 != 0 || n % 16 != 0) {
     std::printf("%d x %d: the prototype takes K a multiple of 1024 and N of 16\n", n, k);
@@ -259,6 +423,48 @@ void run(int n, int k) {
   const float qmv_us = median_launch_us(library_qmv, kCopies);
   std::printf("  read of the codes %.1f us; library qmv %.1f us (%.1f %% of the read); imma (staging included) %.1f us (%.1f %%); %d blocks of %d warps\n",
               read_us, qmv_us, 100.0 * read_us / qmv_us, imma_us, 100.0 * read_us / imma_us, grid, kWarpsPerBlock);
+
+  // v2: its own staging (roles), then each configuration checked byte for byte and timed alone
+  // (x staged once, outside the timing) and with its staging launch.
+  exactq::cuda::DeviceBuffer d_roles(sizeof(ChunkRoles) * (k / 32));
+  auto* roles = reinterpret_cast<ChunkRoles*>(d_roles.bytes().data());
+  auto stage2 = [&] {
+    stage_roles<<<(k / 32 + 127) / 128, 128>>>(reinterpret_cast<const std::uint16_t*>(dx.bytes().data()), k, roles, facts);
+  };
+  auto v2 = [&]<int D, int MIN_BLOCKS>() {
+    const std::size_t smem2 = sizeof(ChunkRoles) * (k / 32) + 16 * kKSteps + sizeof(float2) * (k / 32);
+    auto kernel = qmv_imma2_kernel<D, MIN_BLOCKS>;
+    PROTOTYPE_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem2)));
+    int per_sm2 = 0;
+    PROTOTYPE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm2, kernel, kWarpsPerBlock * 32, smem2));
+    const int grid2 = std::min(per_sm2 * prototype_sm_count(), (n / 16 + kWarpsPerBlock - 1) / kWarpsPerBlock);
+    cudaFuncAttributes attributes{};
+    PROTOTYPE_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+    auto alone = [&](int i) {
+      const exactq::QuantizedMatrixView& v = views[std::size_t(i % kCopies)];
+      kernel<<<grid2, kWarpsPerBlock * 32, smem2>>>(v.packed.data(), reinterpret_cast<const std::uint16_t*>(v.scales.data()),
+                                                   reinterpret_cast<const std::uint16_t*>(v.biases.data()), roles, facts,
+                                                   reinterpret_cast<std::uint16_t*>(dy.bytes().data()), n, k);
+    };
+    auto staged = [&](int i) { stage2(), alone(i); };
+    dy.fill(0xA5);
+    staged(0);
+    PROTOTYPE_CHECK(cudaDeviceSynchronize());
+    std::vector<std::uint16_t> y2(static_cast<std::size_t>(n));
+    dy.download(std::as_writable_bytes(std::span(y2)));
+    const int d_cpu = differing(y2, y_cpu), d_qmv = differing(y2, y_qmv);
+    const float alone_us = median_launch_us(alone, kCopies), staged_us = median_launch_us(staged, kCopies);
+    std::printf("  v2 D=%d min_blocks=%d (%d regs, %d local bytes, %d blocks/SM): vs CPU qmv %d differ, vs CUDA qmv %d -> %s; "
+                "%.1f us alone (%.1f %% of the read), %.1f us with its staging\n",
+                D, MIN_BLOCKS, attributes.numRegs, int(attributes.localSizeBytes), per_sm2, d_cpu, d_qmv,
+                d_cpu == 0 && d_qmv == 0 && control > 0 ? "PASS" : "FAIL", alone_us, 100.0 * read_us / alone_us, staged_us);
+  };
+  v2.template operator()<2, 2>();
+  v2.template operator()<4, 2>();
+  v2.template operator()<2, 3>();
+  v2.template operator()<2, 1>();
+  const float qmv_again_us = median_launch_us(library_qmv, kCopies);
+  std::printf("  library qmv again %.1f us\n", qmv_again_us);
   cudaFree(sink);
 }
 

@@ -22,6 +22,16 @@
 // to qmv's logical lane L = 4 (j mod 8) + q: each physical lane holds 8 logical chains per row, and
 // the butterfly's masks 16, 8, 4 are adds between a lane's own chains, masks 2 and 1 shuffles.
 //
+// v2 (session 27, below): 128-byte row segments, D steps in flight, B without predication. Session
+// 27 call 3 (H100, docs/benchmark_results/2026-12-05-h100-s27-call3-imma-v2.txt): every byte equal
+// to the CPU mirror's qmv on 28672x8192 and 128256x4096 (control differing), and faster than v1
+// (56.0 against 80.8 us on 28672x8192, 110.5 against 152.3 on Llama's head), still slower than the
+// library's qmv (48.8 and 101.5). D = 4, or one block of 194 registers per SM, gain nothing over
+// D = 2: loads in flight are not what holds it back. Each pass runs two chains of four dependent
+// mma, each of which does a quarter of useful products (B is block-diagonal: a lane's k meets its
+// own chunk's columns only), and ptxas, given 16 independent lane chains, hoists later passes over
+// earlier ones until it spills (194 registers unbounded, 16-44 bytes of spill at 128).
+//
 // Prints whether every output byte equals the CPU mirror's qmv (and the library's CUDA qmv's),
 // with qmv_wide's bytes as the negative control, then µs against the library's qmv and a read.
 #include <cuda_runtime.h>

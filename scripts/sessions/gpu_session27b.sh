@@ -4,16 +4,18 @@
 # where main already reaches 94-95 % of the read. The H200 moves 43 % more bytes per SM: does the
 # deeper ring pay there? Same binaries as call 1 (its header says how they are built); carry
 # [".out/bin"], REQUIRE_GPU=H200.
-# a3p and a4p add EXACTQ_QMV_ASYNC_PARAM_PREFETCH=1 (each round's group parameters requested into
-# L2 when its weights are copied).
-# 1. qmv at M = 1, main a3 a4 a3p a4p, two passes on the three large shapes, then overlapped;
+# a2 is the ring at the register pipeline's depth (its cost alone); a4 and a4p were rebuilt at
+# 8d3f0b1-to-be (a whole ring's rounds per loop trip, the stages' offsets constants); a4p adds
+# EXACTQ_QMV_ASYNC_PARAM_PREFETCH=1 (each round's group parameters requested into L2 when its
+# weights are copied).
+# 1. qmv at M = 1, main a2 a3 a4 a4p, two passes on the three large shapes, then overlapped;
 # 2. held (--sustain 2) main and a4p on Llama's head and 28672x8192 under the power trace;
 # 3. as time allows, session 26's unrun sections: the bench burst and sustained at M = 1 and 16.
 set -uo pipefail
 source "$(dirname "$0")/../gpu_logs.sh" session27b
 start_clock_sampler
 mark start
-variants=("$bin/exactq-a3" "$bin/exactq-a4" "$bin/exactq-a3p" "$bin/exactq-a4p")
+variants=("$bin/exactq-a2" "$bin/exactq-a3" "$bin/exactq-a4" "$bin/exactq-a4p")
 # ON_H100=ab (when not on an H200): one pass of main a4 a4p, then stop.
 if ! grep -q H200 "$out/gpu.txt"; then
   if [[ ${ON_H100:-} == ab ]]; then
@@ -23,8 +25,8 @@ if ! grep -q H200 "$out/gpu.txt"; then
   echo "not an H200: stopping (${SECONDS}s)"
   exit 3
 fi
-variant_parity "--n 28673 --k 8192 --dtype bf16 --group 64 --m-max 1" -- "$bin/exactq-a4p"
-grep -hE "FAIL|PASS" "$out"/parity_exactq-a4p.log
+variant_parity "--n 28673 --k 8192 --dtype bf16 --group 64 --m-max 1" -- "$bin/exactq-a2" "$bin/exactq-a4" "$bin/exactq-a4p"
+grep -hE "FAIL|PASS" "$out"/parity_exactq-a*.log
 echo "== qmv, M = 1"
 ab_qmv_m1 2 128256x4096,28672x8192,262144x3840 "$bin/exactq" "${variants[@]}"
 grep -h "ceiling" "$out"/qmv_exactq_1.log | head -2

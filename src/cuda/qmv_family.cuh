@@ -711,9 +711,8 @@ __global__ void __launch_bounds__(kFamilyWarps<V, BITS> * 32, kFamilyMinBlocks<V
       };
       if constexpr (kAsync > 0) {
         // Round c is in stage `stage`; round c + 32 (kAsync - 1) goes to the stage round c - 32 left.
-        int stage = 0;
-        auto async_step = [&](const std::uint32_t (&sc)[ROWS], const std::uint32_t (&bi)[ROWS], std::uint32_t (&sc_next)[ROWS],
-                              std::uint32_t (&bi_next)[ROWS]) {
+        auto async_step = [&](int stage, const std::uint32_t (&sc)[ROWS], const std::uint32_t (&bi)[ROWS],
+                              std::uint32_t (&sc_next)[ROWS], std::uint32_t (&bi_next)[ROWS]) {
           const int ahead_stage = stage + kAsync - 1 < kAsync ? stage + kAsync - 1 : stage - 1;
           issue(chunk0 + c + 32 * (kAsync - 1), ahead_stage, c + 32 * (kAsync - 1) < c_end);
           if (c + 32 < c_end) load_params(chunk0 + c + 32, sc_next, bi_next);
@@ -726,12 +725,27 @@ __global__ void __launch_bounds__(kFamilyWarps<V, BITS> * 32, kFamilyMinBlocks<V
           }
           step(wa, sc, bi, c);
           c += 32;
-          stage = stage + 1 < kAsync ? stage + 1 : 0;
         };
-        while (c < c_end) {
-          async_step(sa, ba, sb, bb);
-          if (c >= c_end) break;
-          async_step(sb, bb, sa, ba);
+        if constexpr (kAsync % 2 == 0) {
+          // A whole ring's rounds per trip of the loop, so that every stage's offsets are constants.
+          while (c < c_end) {
+#pragma unroll
+            for (int stage = 0; stage < kAsync; stage += 2) {
+              async_step(stage, sa, ba, sb, bb);
+              if (c >= c_end) break;
+              async_step(stage + 1, sb, bb, sa, ba);
+              if (c >= c_end) break;
+            }
+          }
+        } else {
+          int stage = 0;
+          while (c < c_end) {
+            async_step(stage, sa, ba, sb, bb);
+            stage = stage + 1 < kAsync ? stage + 1 : 0;
+            if (c >= c_end) break;
+            async_step(stage, sb, bb, sa, ba);
+            stage = stage + 1 < kAsync ? stage + 1 : 0;
+          }
         }
       }
       while (kAsync == 0 && c < c_end) {

@@ -5,7 +5,7 @@
 # deeper ring pay there? Same binaries as call 1 (its header says how they are built); carry
 # [".out/bin"], REQUIRE_GPU=H200.
 # a2 is the ring at the register pipeline's depth (its cost alone); a4 and a4p were rebuilt at
-# 8d3f0b1-to-be (a whole ring's rounds per loop trip, the stages' offsets constants); a4p adds
+# f3c2322 (a whole ring's rounds per loop trip, the stages' offsets constants); a4p adds
 # EXACTQ_QMV_ASYNC_PARAM_PREFETCH=1 (each round's group parameters requested into L2 when its
 # weights are copied).
 # 1. qmv at M = 1, main a2 a3 a4 a4p, two passes on the three large shapes, then overlapped;

@@ -16,10 +16,10 @@ source "$(dirname "$0")/../gpu_logs.sh" session27b
 start_clock_sampler
 mark start
 variants=("$bin/exactq-a2" "$bin/exactq-a3" "$bin/exactq-a4" "$bin/exactq-a4p")
-# ON_H100=ab (when not on an H200): one pass of main a4 a4p, then stop.
+# ON_H100=ab (when not on an H200): one pass of main a2 a4 main, then stop.
 if ! grep -q H200 "$out/gpu.txt"; then
   if [[ ${ON_H100:-} == ab ]]; then
-    ab_qmv_m1 1 128256x4096,28672x8192,262144x3840 "$bin/exactq" "$bin/exactq-a4" "$bin/exactq-a4p" "$bin/exactq"
+    ab_qmv_m1 1 128256x4096,28672x8192,262144x3840 "$bin/exactq" "$bin/exactq-a2" "$bin/exactq-a4" "$bin/exactq"
     grep -h "ceiling" "$out"/qmv_exactq_1.log | head -1
   fi
   echo "not an H200: stopping (${SECONDS}s)"

@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# Session 27's H200 call: call 1 (scripts/sessions/gpu_session27.sh, an H100) found the cp.async
-# ring variants bitwise equal to the CPU mirror and 1-5 % slower than main on the H100's heads,
-# where main already reaches 94-95 % of the read. The H200 moves 43 % more bytes per SM: does the
-# deeper ring pay there? Same binaries as call 1 (its header says how they are built); carry
-# [".out/bin"], REQUIRE_GPU=H200.
-# a2 is the ring at the register pipeline's depth (its cost alone); a4 and a4p were rebuilt at
-# f3c2322 (a whole ring's rounds per loop trip, the stages' offsets constants); a4p adds
-# EXACTQ_QMV_ASYNC_PARAM_PREFETCH=1 (each round's group parameters requested into L2 when its
-# weights are copied).
-# 1. qmv at M = 1, main a2 a3 a4 a4p, two passes on the three large shapes, then overlapped;
-# 2. held (--sustain 2) main and a4p on Llama's head and 28672x8192 under the power trace;
+# Session 27's H200 call (not lent in session 27: it ran on H100s only as calls 4 and 5, with
+# ON_H100=ab). On the H100, qmv's cp.async ring (EXACTQ_QMV_ASYNC_STAGES) is bitwise equal to the
+# CPU mirror and slower than main, 1 % at the register pipeline's depth (a2) and 1-1.5 % more per
+# further round, where main already reaches 94-96 % of the read. The H200 moves 43 % more bytes per
+# SM, and session 6's request pattern read faster there with two rounds per batch: does the ring
+# pay on the H200?
+# Build (here): GENCODE=sm_90a scripts/build_for_gpu.sh; then scripts/build_qmv_variant.sh NAME
+# FLAGS for a2 "-DEXACTQ_QMV_ASYNC_STAGES=2", a3 "…=3", a4 "…=4" (with TESTS=1) and
+# a4p "-DEXACTQ_QMV_ASYNC_STAGES=4 -DEXACTQ_QMV_ASYNC_PARAM_PREFETCH=1" (each round's group
+# parameters also requested into L2); ALL=1 scripts/pack_variants.sh (about 21 MB). Run with carry
+# [".out/bin"] when `status` shows the kind nvidia-h200; on any other card it stops at once
+# (ON_H100=ab: one pass of main a2 a4 main first).
+# 1. parity of a2, a4, a4p against the CPU mirror; qmv at M = 1, main a2 a3 a4 a4p, two passes on
+#    the three large shapes, then overlapped;
+# 2. held (--sustain 2) main and a4 on Llama's head and 28672x8192 under the power trace;
 # 3. as time allows, session 26's unrun sections: the bench burst and sustained at M = 1 and 16.
 set -uo pipefail
 source "$(dirname "$0")/../gpu_logs.sh" session27b
@@ -33,7 +37,7 @@ grep -h "ceiling" "$out"/qmv_exactq_1.log | head -2
 echo "(${SECONDS}s elapsed)"
 time_left 60 && ovl_qmv_m1 128256x4096,28672x8192,262144x3840 "$bin/exactq" "${variants[@]}"
 HELD_LIMIT=40
-for exe in exactq exactq-a4p; do
+for exe in exactq exactq-a4; do
   held "sus_$exe" "$bin/$exe" --shapes 128256x4096,28672x8192 --m 1 --kernels qmv --repeats 20 --sustain 2
 done
 ms=1,16

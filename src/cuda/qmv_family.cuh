@@ -419,6 +419,9 @@ inline constexpr bool kFamilyCarry = V == 1 && ((EXACTQ_QMV_CARRY_BITS >> BITS) 
 // 35 GB/s per SM times a loaded latency of a microsecond or more (session 18: qmv without the dot
 // and without staging still ran 6 % behind a read of the same bytes). Memory traffic only: the
 // values, and so every bit, are the register pipeline's. 0: the register double buffer.
+// Session 27 (H100 only; docs/benchmark_results/2026-12-05-session27.md §1): bytes equal to the
+// mirror's, and slower: 1 % at 2 stages, 1-1.5 % more for each further stage. The H200 run is
+// scripts/sessions/gpu_session27b.sh.
 #ifndef EXACTQ_QMV_ASYNC_STAGES
 #define EXACTQ_QMV_ASYNC_STAGES 0
 #endif
@@ -426,7 +429,7 @@ template <int BITS, int V>
 inline constexpr int kAsyncStages = V == 1 && BITS == 4 ? EXACTQ_QMV_ASYNC_STAGES : 0;
 // With the ring, the group parameters (still loaded one round ahead into registers) would be the
 // loads with the least time to arrive: EXACTQ_QMV_ASYNC_PARAM_PREFETCH=1 requests each round's
-// parameters into L2 when its weights are copied.
+// parameters into L2 when its weights are copied (session 27, H100: slower still).
 #ifndef EXACTQ_QMV_ASYNC_PARAM_PREFETCH
 #define EXACTQ_QMV_ASYNC_PARAM_PREFETCH 0
 #endif
@@ -566,13 +569,16 @@ __global__ void __launch_bounds__(kFamilyWarps<V, BITS> * 32, kFamilyMinBlocks<V
   bool carried = false;
   // One round's loads into a register buffer: chunk `chunk` of K (counted from the row's start)
   // of each row, and its group's raw parameter bits.
+  auto load_row_params = [&](int r, int g, std::uint32_t (&sc)[ROWS], std::uint32_t (&bi)[ROWS]) {
+    sc[r] = load_param_bits_fetch<PARAM, kParamFetch<V>>(p.scales, prow[r] + g, p.dtype);
+    bi[r] = load_param_bits_fetch<PARAM, kParamFetch<V>>(p.biases, prow[r] + g, p.dtype);
+  };
   auto load_round = [&](int chunk, std::uint32_t (&w)[ROWS][BITS], std::uint32_t (&sc)[ROWS], std::uint32_t (&bi)[ROWS]) {
     const int g = chunk >> group_shift;
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
       load_chunk<BITS>(wrow[r] + std::int64_t(chunk) * (4 * BITS), w[r]);
-      sc[r] = load_param_bits_fetch<PARAM, kParamFetch<V>>(p.scales, prow[r] + g, p.dtype);
-      bi[r] = load_param_bits_fetch<PARAM, kParamFetch<V>>(p.biases, prow[r] + g, p.dtype);
+      load_row_params(r, g, sc, bi);
     }
   };
   // kAsync: the weights of a round go to the warp's ring by cp.async (`issue`), the group
@@ -588,12 +594,8 @@ __global__ void __launch_bounds__(kFamilyWarps<V, BITS> * 32, kFamilyMinBlocks<V
                 (kFamilyWarps<V, BITS> - warp) * kAsync * ROWS * 32 + lane;
   }
   auto load_params = [&](int chunk, std::uint32_t (&sc)[ROWS], std::uint32_t (&bi)[ROWS]) {
-    const int g = chunk >> group_shift;
 #pragma unroll
-    for (int r = 0; r < ROWS; ++r) {
-      sc[r] = load_param_bits_fetch<PARAM, kParamFetch<V>>(p.scales, prow[r] + g, p.dtype);
-      bi[r] = load_param_bits_fetch<PARAM, kParamFetch<V>>(p.biases, prow[r] + g, p.dtype);
-    }
+    for (int r = 0; r < ROWS; ++r) load_row_params(r, chunk >> group_shift, sc, bi);
   };
   // Chunk `chunk` of each row into ring stage `stage` where `copy` holds, as one commit group
   // (empty where it does not, so that every round commits exactly one group).

@@ -219,8 +219,9 @@ __global__ void stage_roles(const std::uint16_t* x, int k, ChunkRoles* b, float2
   b[c] = out;
 }
 
-// Loads that stay where they are written relative to the mma (asm volatile both): ptxas otherwise
-// hoists a whole unrolled body's loads to its top and spills (24-260 bytes).
+// Loads written as asm volatile, to keep them where they stand relative to the mma: with plain
+// loads the kernels spilled 24-260 bytes, with these 16-72. The order of volatile asm binds the
+// compiler's PTX, not ptxas's schedule, so most of the spill remained (see the header).
 __device__ __forceinline__ uint4 load_stream_in_place(const uint4* p) {
   uint4 v;
   asm volatile("ld.global.cs.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));

@@ -220,7 +220,8 @@ __global__ void stage_roles(const std::uint16_t* x, int k, ChunkRoles* b, float2
 }
 
 // Loads written as asm volatile, to keep them where they stand relative to the mma: with plain
-// loads the kernels spilled 24-260 bytes, with these 16-72. The order of volatile asm binds the
+// loads, then with these, ptxas spilled 264 -> 72 bytes (D = 2 at 3 blocks), 144 -> 20 (D = 4)
+// and 24 -> 44 (D = 2 at 2 blocks). The order of volatile asm binds the
 // compiler's PTX, not ptxas's schedule, so most of the spill remained (see the header).
 __device__ __forceinline__ uint4 load_stream_in_place(const uint4* p) {
   uint4 v;

@@ -14,7 +14,7 @@
 # 1. parity of a2, a4, a4p against the CPU mirror; qmv at M = 1, main a2 a3 a4 a4p, two passes on
 #    the three large shapes, then overlapped;
 # 2. held (--sustain 2) main and a4 on Llama's head and 28672x8192 under the power trace;
-# 3. as time allows, session 26's unrun sections: the bench burst and sustained at M = 1 and 16.
+# 3. as time allows, session 26's unrun sections: the bench burst and sustained at M = 1 and 16;
 set -uo pipefail
 source "$(dirname "$0")/../gpu_logs.sh" session27b
 start_clock_sampler
@@ -56,5 +56,7 @@ if time_left 130; then
     --json "$out/sustained.json" --markdown "$out/sustained.md" >"$out/sustained.log" 2>&1
   echo "sustained: exit $? (${SECONDS}s)"; summary "$out/sustained.log"
 fi
+# 4. as time allows, main's qmv_wide tests (its packed grid at M > 5, a05ea6a, never run on an H200).
+time_left 70 && record_gtest wide_tests 60 "$bin/exactq_cuda_tests" "$wide_test_filter"
 mark end
 echo "(${SECONDS}s elapsed)"

@@ -63,26 +63,34 @@ struct ChunkB {
   uint2 digits[kKSteps][3];
 };
 
-__global__ void stage_chunks(const std::uint16_t* x, int k, ChunkB* b, float2* facts) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= k / 32) return;
+// Chunk c of x: its facts {S, u} into facts[c], and per k-step s and digit d the digits of its
+// 8 values packed four to a word, the low nibbles' values (codes 8s, 8s+2, ...) and the high ones'.
+struct ChunkDigits {
+  std::uint32_t low[kKSteps][3], high[kKSteps][3];
+};
+__device__ ChunkDigits stage_chunk_digits(const std::uint16_t* x, int c, float2* facts) {
   float v[32];
   for (int i = 0; i < 32; ++i) v[i] = __uint_as_float(std::uint32_t(x[32 * c + i]) << 16);
   std::int32_t big[32];
   const exactq::order::ChunkFacts f = exactq::order::exact_chunk(v, big);
   facts[c] = make_float2(f.sum, f.unscale);
+  ChunkDigits out{};
+  for (int s = 0; s < kKSteps; ++s)
+    for (int d = 0; d < 3; ++d)
+      for (int t = 0; t < 4; ++t) {
+        out.low[s][d] |= ((exactq::order::exact_digit_bytes(big[8 * s + 2 * t]) >> (8 * d)) & 0xffu) << (8 * t);
+        out.high[s][d] |= ((exactq::order::exact_digit_bytes(big[8 * s + 2 * t + 1]) >> (8 * d)) & 0xffu) << (8 * t);
+      }
+  return out;
+}
+
+__global__ void stage_chunks(const std::uint16_t* x, int k, ChunkB* b, float2* facts) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= k / 32) return;
+  const ChunkDigits digits = stage_chunk_digits(x, c, facts);
   ChunkB out;
   for (int s = 0; s < kKSteps; ++s)
-    for (int d = 0; d < 3; ++d) {
-      std::uint32_t lo = 0, hi = 0;
-      for (int t = 0; t < 4; ++t) {
-        const std::uint32_t dl = (exactq::order::exact_digit_bytes(big[8 * s + 2 * t]) >> (8 * d)) & 0xffu;
-        const std::uint32_t dh = (exactq::order::exact_digit_bytes(big[8 * s + 2 * t + 1]) >> (8 * d)) & 0xffu;
-        lo |= dl << (8 * t);
-        hi |= dh << (8 * t);
-      }
-      out.digits[s][d] = make_uint2(lo, hi);
-    }
+    for (int d = 0; d < 3; ++d) out.digits[s][d] = make_uint2(digits.low[s][d], digits.high[s][d]);
   b[c] = out;
 }
 
@@ -200,19 +208,11 @@ struct ChunkRoles {
 __global__ void stage_roles(const std::uint16_t* x, int k, ChunkRoles* b, float2* facts) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= k / 32) return;
-  float v[32];
-  for (int i = 0; i < 32; ++i) v[i] = __uint_as_float(std::uint32_t(x[32 * c + i]) << 16);
-  std::int32_t big[32];
-  const exactq::order::ChunkFacts f = exactq::order::exact_chunk(v, big);
-  facts[c] = make_float2(f.sum, f.unscale);
+  const ChunkDigits digits = stage_chunk_digits(x, c, facts);
   ChunkRoles out;
   for (int s = 0; s < kKSteps; ++s) {
-    std::uint32_t lo[3] = {0, 0, 0}, hi[3] = {0, 0, 0};
-    for (int d = 0; d < 3; ++d)
-      for (int t = 0; t < 4; ++t) {
-        lo[d] |= ((exactq::order::exact_digit_bytes(big[8 * s + 2 * t]) >> (8 * d)) & 0xffu) << (8 * t);
-        hi[d] |= ((exactq::order::exact_digit_bytes(big[8 * s + 2 * t + 1]) >> (8 * d)) & 0xffu) << (8 * t);
-      }
+    const auto& lo = digits.low[s];
+    const auto& hi = digits.high[s];
     out.role[0][s] = make_uint4(lo[0], hi[0], lo[2], hi[2]);
     out.role[1][s] = make_uint4(lo[1], hi[1], 0, 0);
   }

@@ -7,7 +7,8 @@
 // order-keeping kernel gets back. It is only reported where qmv_wide does buy speed, at least
 // kMinWideSaving of t_qmv (recovered_fraction); otherwise the quotient has no meaning.
 #include "bench.h"
-#include "bench_metrics.h"
+#include "metrics.h"
+#include "problems.h"
 
 #include <algorithm>
 #include <chrono>
@@ -21,7 +22,7 @@
 
 namespace exactq::cli {
 
-nlohmann::json run_bench(const BenchConfig& c, Backend& backend) {
+nlohmann::json run_bench(const BenchConfig& c, bench::Timer& backend) {
   if (c.shapes.empty()) throw std::invalid_argument("--shapes: nothing to run");
   if (c.ms.empty()) throw std::invalid_argument("--m: nothing to run");
   for (std::int64_t m : c.ms)
@@ -30,7 +31,7 @@ nlohmann::json run_bench(const BenchConfig& c, Backend& backend) {
     validate_shape(s.n, s.k, c.bits, c.group);
     check_host_memory(s.n, s.k, *std::max_element(c.ms.begin(), c.ms.end()), fmt::format("--shapes {}", s.name));
   }
-  const int repeats = c.repeats > 0 ? c.repeats : (backend.name() == "cpu" ? 5 : 100);
+  const int repeats = c.repeats > 0 ? c.repeats : backend.default_repeats();
   // --sustain: a point's own launches, untimed, for sustain_seconds before it is timed. On the H200
   // the power limiter averages over about a second: a burst of launches runs at full clock, while
   // qmv at M = 1 held for seconds meets the 700 W cap and its SM clock falls to 1300-1900 MHz
@@ -47,8 +48,8 @@ nlohmann::json run_bench(const BenchConfig& c, Backend& backend) {
 
   nlohmann::json out;
   const double ceiling = backend.read_ceiling_bytes_per_s();
-  out["config"] = {{"backend", backend.name()},
-                   {"device", backend.device_description()},
+  out["config"] = {{"backend", std::string(backend.name())},
+                   {"device", backend.description()},
                    {"bits", c.bits},
                    {"group", c.group},
                    {"dtype", std::string(to_string(c.dtype))},
@@ -56,11 +57,13 @@ nlohmann::json run_bench(const BenchConfig& c, Backend& backend) {
                    {"sustain_seconds", c.sustain_seconds},
                    {"streamed_max_vectors", c.options.streamed_max_vectors},
                    {"overlap_launch", c.options.overlap_launch},
-                   {"qmv_l2_prefetch_rounds", c.options.qmv_l2_prefetch_rounds},
-                   {"qmv_split_last_trip", c.options.qmv_split_last_trip},
                    {"mma_layout", c.mma_layout == WeightLayout::mlx ? "mlx" : "fragments"}};
   out["read_ceiling_gb_s"] = ceiling / 1e9;
-  out["kernel_resources"] = backend.kernel_resources(c.bits);
+  out["kernel_resources"] = nlohmann::json::array();
+  for (const bench::KernelResources& r : backend.kernel_resources(c.bits))
+    out["kernel_resources"].push_back({{"kernel", r.kernel}, {"vectors_per_pass", r.vectors_per_pass},
+                                       {"registers", r.registers}, {"spilled_bytes", r.spilled_bytes},
+                                       {"blocks_per_sm", r.blocks_per_sm}});
   for (const auto& r : out["kernel_resources"])
     fmt::print("{:<13} V={} registers {:>3}, spilled {:>4} B, {} blocks/SM\n", r["kernel"].get<std::string>(),
                r["vectors_per_pass"].get<int>(), r["registers"].get<int>(), r["spilled_bytes"].get<int>(),
@@ -70,12 +73,11 @@ nlohmann::json run_bench(const BenchConfig& c, Backend& backend) {
   fmt::print("{:<14} {:>7} {:>6} {:<13} {:>3} {:>10} {:>9} {:>7} {:>8} {:>6} {:>10}\n", "shape", "N", "K", "kernel", "M",
              "us", "GB/s", "of roof", "of read", "x qmv", "recovered");
 
-  const std::vector<QmvOptions> variants = c.variants.empty() ? std::vector<QmvOptions>{c.options} : c.variants;
-  const std::size_t total = c.shapes.size() * variants.size() * c.kernels.size() * c.ms.size();
+  const std::size_t total = c.shapes.size() * c.kernels.size() * c.ms.size();
   std::size_t done = 0;
   for (const Shape& s : c.shapes) {
-    const QuantizedMatrix w = random_quantized(s.n, s.k, c.bits, c.group, c.dtype, std::uint64_t(s.n * 31 + s.k));
-    backend.load(w);
+    const QuantizedMatrix w = bench::random_quantized(s.n, s.k, c.bits, c.group, c.dtype, std::uint64_t(s.n * 31 + s.k));
+    backend.load(w, c.mma_layout);
     const std::int64_t weight_bytes = w.view().weight_bytes();
     // What a kernel that only reads this many bytes reaches, timed the same way: the start-up and
     // tail a launch of this size cannot avoid, which the large-buffer ceiling does not show.
@@ -87,9 +89,6 @@ nlohmann::json run_bench(const BenchConfig& c, Backend& backend) {
       fmt::print("{:<14} streaming read of the same {:.1f} MB: {:.1f} us, {:.1f} GB/s, {:.1f}% of the ceiling\n", s.name,
                  weight_bytes / 1e6, read_us, read_gbs, 100.0 * read_gbs * 1e9 / ceiling);
     }
-    for (const QmvOptions& variant : variants) {
-    backend.set_options(variant);
-    const std::string label = c.variants.empty() ? std::string() : tuning_label(variant);
     std::map<std::pair<Kernel, std::int64_t>, double> t;
     std::map<std::pair<Kernel, std::int64_t>, std::string> digest;
     for (Kernel kernel : c.kernels)
@@ -98,7 +97,7 @@ nlohmann::json run_bench(const BenchConfig& c, Backend& backend) {
           fmt::print(stderr, "\r[{}/{}] {} {} M={}        ", ++done, total, s.name, to_string(kernel), m);
         t[{kernel, m}] = sustained([&](int r) { return backend.time_us(kernel, m, r); });
         // The output bytes for the activations time_us uses, as a digest.
-        const auto x = bench_activations(m, s.k, c.dtype);
+        const auto x = bench::bench_activations(m, s.k, c.dtype);
         std::vector<std::byte> y(std::size_t(m * s.n) * dtype_size(c.dtype));
         backend.run(kernel, x, m, y);
         digest[{kernel, m}] = bytes_digest(y);
@@ -112,7 +111,6 @@ nlohmann::json run_bench(const BenchConfig& c, Backend& backend) {
         nlohmann::json row = {{"shape", s.name}, {"n", s.n},   {"k", s.k},     {"kernel", std::string(to_string(kernel))},
                               {"m", m},          {"us", us},   {"bytes", bytes}, {"gb_s", gbs},
                               {"fraction_of_ceiling", gbs * 1e9 / ceiling}, {"output_digest", digest[{kernel, m}]}};
-        if (!label.empty()) row["tuning"] = label;
         std::string of_read = "-";
         if (read_gbs > 0) {
           row["fraction_of_size_matched_read"] = gbs / read_gbs;
@@ -125,28 +123,18 @@ nlohmann::json run_bench(const BenchConfig& c, Backend& backend) {
           vs_qmv = fmt::format("{:.2f}", us / q->second);
         }
         if (kernel == Kernel::qmv_streamed && m > 1 && q != t.end() && wide != t.end()) {
-          if (const auto frac = recovered_fraction(q->second, us, wide->second)) {
+          if (const auto frac = bench::recovered_fraction(q->second, us, wide->second)) {
             row["recovered_fraction"] = *frac;
             recovered = fmt::format("{:.2f}", *frac);
           }
         }
         out["rows"].push_back(row);
-        fmt::print("{:<14} {:>7} {:>6} {:<13} {:>3} {:>10.1f} {:>9.1f} {:>6.1f}% {:>8} {:>6} {:>10} {}\n", s.name, s.n,
-                   s.k, to_string(kernel), m, us, gbs, 100.0 * gbs * 1e9 / ceiling, of_read, vs_qmv, recovered, label);
+        fmt::print("{:<14} {:>7} {:>6} {:<13} {:>3} {:>10.1f} {:>9.1f} {:>6.1f}% {:>8} {:>6} {:>10}\n", s.name, s.n,
+                   s.k, to_string(kernel), m, us, gbs, 100.0 * gbs * 1e9 / ceiling, of_read, vs_qmv, recovered);
       }
-    }
   }
   return out;
 }
-
-namespace {
-// A result row's kernel, with its tuning variant where the run swept one.
-std::string arm_name(const nlohmann::json& row) {
-  std::string name = row["kernel"].get<std::string>();
-  if (row.contains("tuning")) name += " (" + row["tuning"].get<std::string>() + ")";
-  return name;
-}
-}  // namespace
 
 std::string bench_markdown(const nlohmann::json& r) {
   const double sustain = r["config"].value("sustain_seconds", 0.0);
@@ -179,7 +167,7 @@ std::string bench_markdown(const nlohmann::json& r) {
   for (const auto& row : r["rows"]) {
     md += fmt::format("| {} | {} | {} | {} | {} | {:.1f} | {:.1f} | {:.1f}% | {} | {} | {} |\n", row["shape"].get<std::string>(),
                       row["n"].get<std::int64_t>(), row["k"].get<std::int64_t>(),
-                      arm_name(row),
+                      row["kernel"].get<std::string>(),
                       row["m"].get<std::int64_t>(), row["us"].get<double>(), row["gb_s"].get<double>(),
                       100.0 * row["fraction_of_ceiling"].get<double>(),
                       row.contains("fraction_of_size_matched_read")
@@ -199,7 +187,7 @@ std::string bench_svg(const nlohmann::json& r) {
   double top = r["read_ceiling_gb_s"].get<double>();
   std::int64_t m_hi = 1;
   for (const auto& row : r["rows"]) {
-    const auto s = row["shape"].get<std::string>(), k = arm_name(row);
+    const auto s = row["shape"].get<std::string>(), k = row["kernel"].get<std::string>();
     if (std::find(shapes.begin(), shapes.end(), s) == shapes.end()) shapes.push_back(s);
     if (std::find(kernels.begin(), kernels.end(), k) == kernels.end()) kernels.push_back(k);
     top = std::max(top, row["gb_s"].get<double>());
@@ -235,7 +223,7 @@ std::string bench_svg(const nlohmann::json& r) {
     for (std::size_t ki = 0; ki < kernels.size(); ++ki) {
       std::string points;
       for (const auto& row : r["rows"])
-        if (row["shape"] == shapes[si] && arm_name(row) == kernels[ki])
+        if (row["shape"] == shapes[si] && row["kernel"].get<std::string>() == kernels[ki])
           points += fmt::format("{:.1f},{:.1f} ", px(double(row["m"].get<std::int64_t>())), py(row["gb_s"].get<double>()));
       svg += fmt::format("<polyline fill='none' stroke='{}' stroke-width='2' points='{}'/>\n", colors[ki % 5], points);
     }
@@ -257,8 +245,6 @@ void add_bench_command(CLI::App& app, int& exit_code) {
     int bits = 4, group = 64, repeats = 0, vmax = 8, threads = 0;
     double sustain = 0;
     bool overlap_launch = false;
-    QmvOptions tuning;
-    std::string tuning_sweep;
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("--backend", a->backend, "cpu, cuda or auto")->capture_default_str();
@@ -277,9 +263,6 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--threads", a->threads, "CPU threads (0 = all)")->transform(decimal_integer())->capture_default_str();
   cmd->add_flag("--overlap-launch", a->overlap_launch,
                 "CUDA qmv, qmv_streamed: programmatic dependent launches (weights read before the previous kernel ends)");
-  add_tuning_options(cmd, a->tuning);
-  cmd->add_option("--sweep-qmv-tuning", a->tuning_sweep,
-                  "time every point once per PREFETCH:SPLIT item (the two qmv knobs above), on the same weights");
   cmd->add_option("--mma-layout", a->mma_layout, "qmv_mma's weights: fragments (converted at load) or mlx")
       ->capture_default_str();
   cmd->add_option("--json", a->json, "write the results as JSON");
@@ -300,20 +283,17 @@ void add_bench_command(CLI::App& app, int& exit_code) {
     c.sustain_seconds = a->sustain;
     if (a->vmax < 1) throw std::invalid_argument(fmt::format("--vmax {} must be at least 1", a->vmax));
     check_threads(a->threads);
-    check_tuning_options(a->tuning);
-    QmvOptions options = a->tuning;
+    QmvOptions options;
     options.streamed_max_vectors = a->vmax;
     options.threads = a->threads;
     options.overlap_launch = a->overlap_launch;
     c.options = options;
-    if (!a->tuning_sweep.empty()) c.variants = parse_tuning_sweep(a->tuning_sweep, options);
     c.mma_layout = parse_mma_layout(a->mma_layout);
     if (!a->json.empty()) check_writable(a->json, "--json");
     if (!a->markdown.empty()) check_writable(a->markdown, "--markdown");
     if (!a->plot.empty()) check_writable(a->plot, "--plot");
-    auto backend = make_backend(a->backend, options);
-    backend->set_mma_layout(c.mma_layout);
-    fmt::print("exactq bench on {}\n", backend->device_description());
+    auto backend = bench::make_timer(a->backend, options);
+    fmt::print("exactq bench on {}\n", backend->description());
     const nlohmann::json r = run_bench(c, *backend);
     if (!a->json.empty()) write_json(a->json, r);
     if (!a->markdown.empty()) write_text(a->markdown, bench_markdown(r));

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
+#include "timer.h"
 
 namespace exactq::cli {
 
@@ -25,14 +26,11 @@ struct BenchConfig {
   double sustain_seconds = 0;
   bool progress = true;
   QmvOptions options;  // as given to the backend, recorded in the results
-  // A tuning sweep: every kernel and M is timed once per variant, on the same loaded weights,
-  // rows labelled with the variant's tuning_label (empty: `options` alone, no label).
-  std::vector<QmvOptions> variants;
-  WeightLayout mma_layout = WeightLayout::mma_fragments;  // as given to the backend, recorded
+  WeightLayout mma_layout = WeightLayout::mma_fragments;  // what qmv_mma reads, recorded
 };
 
 // Runs the sweep; prints the table; returns the results (the same numbers) as JSON.
-nlohmann::json run_bench(const BenchConfig& config, Backend& backend);
+nlohmann::json run_bench(const BenchConfig& config, bench::Timer& timer);
 std::string bench_markdown(const nlohmann::json& results);
 std::string bench_svg(const nlohmann::json& results);
 void add_bench_command(CLI::App& app, int& exit_code);

@@ -38,82 +38,7 @@ std::vector<std::string_view> split(std::string_view s, char sep) {
   return out;
 }
 
-class CpuBackend final : public Backend {
- public:
-  explicit CpuBackend(const QmvOptions& options) : options_(options) {}
-  std::string name() const override { return "cpu"; }
-  std::string device_description() const override {
-    return fmt::format("CPU, {} hardware threads", std::thread::hardware_concurrency());
-  }
-  void load(const QuantizedMatrix& w) override { w_ = &w; }
-  void run(Kernel kernel, std::span<const std::byte> x, std::int64_t m, std::span<std::byte> y) override {
-    if (w_ == nullptr) throw std::logic_error("cpu backend: no weights loaded");
-    cpu::qmv(kernel, w_->view(), x, m, y, options_);
-  }
-  double time_us(Kernel kernel, std::int64_t m, int repeats) override {
-    const auto x = bench_activations(m, w_->k, w_->dtype);
-    std::vector<std::byte> y(std::size_t(m * w_->n) * dtype_size(w_->dtype));
-    run(kernel, x, m, y);  // warm-up
-    std::vector<double> times;
-    for (int i = 0; i < repeats; ++i) {
-      const auto t0 = std::chrono::steady_clock::now();
-      run(kernel, x, m, y);
-      times.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
-    }
-    std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-    return times[times.size() / 2];
-  }
-  double read_ceiling_bytes_per_s() override {
-    // A streaming sum over 256 MiB on every worker thread: far larger than any CPU cache.
-    const std::size_t count = std::size_t(64) << 20;
-    std::vector<float> data(count, 1.0f);
-    const unsigned workers = options_.threads > 0 ? unsigned(options_.threads)
-                                                   : std::max(1u, std::thread::hardware_concurrency());
-    std::vector<double> times;
-    for (int rep = 0; rep < 5; ++rep) {
-      std::vector<float> partial(workers);
-      const auto t0 = std::chrono::steady_clock::now();
-      std::vector<std::thread> pool;
-      // A thread the system refuses ends the measurement cleanly: the started ones are joined.
-      struct JoinAll {
-        std::vector<std::thread>& pool;
-        ~JoinAll() {
-          for (auto& th : pool)
-            if (th.joinable()) th.join();
-        }
-      } join_all{pool};
-      for (unsigned t = 0; t < workers; ++t)
-        pool.emplace_back([&, t] {
-          const std::size_t begin = count * t / workers, end = count * (t + 1) / workers;
-          float s[8] = {};
-          for (std::size_t i = begin; i + 8 <= end; i += 8)
-            for (int j = 0; j < 8; ++j) s[j] += data[i + std::size_t(j)];
-          partial[t] = s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
-        });
-      for (auto& th : pool) th.join();
-      times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      if (partial[0] < 0) times.back() = 1e9;  // keeps the sums alive
-    }
-    std::sort(times.begin(), times.end());
-    return double(count * sizeof(float)) / times[times.size() / 2];
-  }
-
- private:
-  void set_options(const QmvOptions& options) override { options_ = options; }
-  QmvOptions options_;
-  const QuantizedMatrix* w_ = nullptr;
-};
-
 }  // namespace
-
-std::unique_ptr<Backend> make_cpu_backend(const QmvOptions& options) { return std::make_unique<CpuBackend>(options); }
-
-#if !defined(EXACTQ_HAVE_CUDA)
-bool cuda_available() { return false; }
-std::unique_ptr<Backend> make_cuda_backend(const QmvOptions&) {
-  throw std::runtime_error("this build of exactq has no CUDA backend (nvcc was not found at configure time)");
-}
-#endif
 
 CLI::Validator decimal_integer() {
   return CLI::Validator(
@@ -160,89 +85,10 @@ void check_host_memory(std::int64_t n, std::int64_t k, std::int64_t m, std::stri
                     m, need / 1e9, have / 1e9));
 }
 
-void add_tuning_options(CLI::App* cmd, QmvOptions& options) {
-  cmd->add_option("--qmv-l2-prefetch-rounds", options.qmv_l2_prefetch_rounds,
-                  "CUDA qmv, 2 and 4 bits: rows' bytes this many rounds ahead requested into L2 (-1: by shape, 0: off)")
-      ->transform(decimal_integer())
-      ->capture_default_str();
-  cmd->add_option("--qmv-split-last-trip", options.qmv_split_last_trip,
-                  "CUDA qmv: split the K of a partial last trip's tasks (-1: default, 0 or 1)")
-      ->transform(decimal_integer())
-      ->capture_default_str();
-}
-
-void check_tuning_options(const QmvOptions& options) {
-  if (options.qmv_l2_prefetch_rounds < -1 || options.qmv_l2_prefetch_rounds > 64)
-    throw std::invalid_argument(
-        fmt::format("--qmv-l2-prefetch-rounds {} is out of range [-1, 64]", options.qmv_l2_prefetch_rounds));
-  if (options.qmv_split_last_trip < -1 || options.qmv_split_last_trip > 1)
-    throw std::invalid_argument(
-        fmt::format("--qmv-split-last-trip {} must be -1, 0 or 1", options.qmv_split_last_trip));
-}
-
-std::vector<QmvOptions> parse_tuning_sweep(std::string_view text, const QmvOptions& base) {
-  std::vector<QmvOptions> out;
-  for (std::string_view item : split(text, ',')) {
-    const std::size_t colon = item.find(':');
-    if (colon == std::string_view::npos)
-      bad(fmt::format("--sweep-qmv-tuning: '{}' is not PREFETCH:SPLIT", item));
-    QmvOptions o = base;
-    o.qmv_l2_prefetch_rounds = int(parse_int(item.substr(0, colon), "--sweep-qmv-tuning prefetch rounds"));
-    o.qmv_split_last_trip = int(parse_int(item.substr(colon + 1), "--sweep-qmv-tuning last-trip split"));
-    check_tuning_options(o);
-    out.push_back(o);
-  }
-  return out;
-}
-
-std::string tuning_label(const QmvOptions& o) {
-  auto v = [](int x) { return x < 0 ? std::string("auto") : std::to_string(x); };
-  return fmt::format("prefetch {}, last-trip split {}", v(o.qmv_l2_prefetch_rounds), v(o.qmv_split_last_trip));
-}
-
 WeightLayout parse_mma_layout(std::string_view text) {
   if (text == "fragments") return WeightLayout::mma_fragments;
   if (text == "mlx") return WeightLayout::mlx;
   throw std::invalid_argument(fmt::format("--mma-layout: '{}' is not a layout (fragments or mlx)", text));
-}
-
-std::unique_ptr<Backend> make_backend(std::string_view name, const QmvOptions& options) {
-  if (name == "cpu") return make_cpu_backend(options);
-  if (name == "cuda") return make_cuda_backend(options);
-  if (name == "auto") return cuda_available() ? make_cuda_backend(options) : make_cpu_backend(options);
-  bad(fmt::format("--backend: unknown backend '{}' (expected cpu, cuda or auto)", name));
-}
-
-std::vector<float> random_weights(std::int64_t n, std::int64_t k, std::uint64_t seed) {
-  std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ull + 1);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_real_distribution<float> log_scale(std::log(0.005f), std::log(0.1f));
-  std::vector<float> w(std::size_t(n * k));
-  for (std::int64_t r = 0; r < n; ++r) {
-    const float row_scale = std::exp(log_scale(rng));
-    for (std::int64_t c = 0; c < k; ++c) {
-      float v = row_scale * normal(rng);
-      if ((rng() & 255) == 0) v *= 8.0f;  // rare outliers widen some groups' ranges
-      w[std::size_t(r * k + c)] = v;
-    }
-  }
-  return w;
-}
-
-std::vector<std::byte> random_activations(std::int64_t m, std::int64_t k, DType dtype, std::uint64_t seed) {
-  std::mt19937_64 rng(seed * 0xd1b54a32d192ed03ull + 7);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_real_distribution<float> log_scale(std::log(0.1f), std::log(10.0f));
-  std::vector<std::byte> x(std::size_t(m * k) * dtype_size(dtype));
-  for (std::int64_t v = 0; v < m; ++v) {
-    const float scale = std::exp(log_scale(rng));
-    for (std::int64_t c = 0; c < k; ++c) {
-      float value = scale * normal(rng);
-      if (c % 97 == 13) value *= 16.0f;  // a few outlier channels, as in LLM hidden states
-      store_f32(x.data(), std::size_t(v * k + c), dtype, value);
-    }
-  }
-  return x;
 }
 
 const std::vector<Preset>& presets() {
@@ -345,24 +191,5 @@ void write_text(const std::string& path, const std::string& text) {
 
 void write_json(const std::string& path, const nlohmann::json& j) { write_text(path, j.dump(2) + "\n"); }
 
-QuantizedMatrix random_quantized(std::int64_t n, std::int64_t k, int bits, int group, DType dtype, std::uint64_t seed) {
-  QuantizedMatrix q = QuantizedMatrix::zeros(n, k, bits, group, dtype);
-  std::mt19937_64 rng(seed ^ 0x243f6a8885a308d3ull);
-  for (std::size_t i = 0; i < q.packed.size(); i += 8) {
-    const std::uint64_t r = rng();
-    for (std::size_t b = 0; b < 8 && i + b < q.packed.size(); ++b) q.packed[i + b] = std::uint8_t(r >> (8 * b));
-  }
-  const std::size_t params = std::size_t(n * (k / group));
-  const float levels = float((1 << bits) - 1);
-  std::uniform_real_distribution<float> range(0.01f, 0.2f);
-  for (std::size_t i = 0; i < params; ++i) {
-    // A group spanning [-r, r] or so, as trained weights quantized by MLX's rule would.
-    const float r = range(rng);
-    const bool flip = rng() & 1;
-    store_f32(q.scales.data(), i, dtype, (flip ? -2.0f : 2.0f) * r / levels);
-    store_f32(q.biases.data(), i, dtype, flip ? r : -r);
-  }
-  return q;
-}
 
 }  // namespace exactq::cli

@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "problems.h"
+
 namespace exactq::cli {
 
 namespace {
@@ -24,19 +26,26 @@ std::span<const std::byte> vectors(const Bytes& all, std::int64_t first, std::in
   return std::span<const std::byte>(all).subspan(std::size_t(first) * row, std::size_t(count) * row);
 }
 
-Bytes run_block(Backend& b, Kernel kernel, const Bytes& x, std::int64_t m, std::int64_t n, DType dtype) {
-  Bytes y(std::size_t(m * n) * dtype_size(dtype), std::byte{0xA5});  // poisoned: unwritten shows
-  b.run(kernel, x, m, y);
+// The kernel on the backend's buffers, the output poisoned first so that an unwritten byte shows.
+Bytes run_block(Backend& b, const Matrix& w, Kernel kernel, const Bytes& x, std::int64_t m, std::int64_t n,
+                DType dtype) {
+  Bytes y(std::size_t(m * n) * dtype_size(dtype), std::byte{0xA5});
+  auto dx = b.allocate(x.size()), dy = b.allocate(y.size());
+  b.upload(*dx, x);
+  b.upload(*dy, y);
+  b.qmv(kernel, w, *dx, m, *dy);
+  b.synchronize();
+  b.download(*dy, y);
   return y;
 }
 
-Bytes run_chain(Backend& b, Kernel kernel, const Bytes& x, std::int64_t m, std::int64_t k, std::int64_t n,
+Bytes run_chain(Backend& b, const Matrix& w, Kernel kernel, const Bytes& x, std::int64_t m, std::int64_t k, std::int64_t n,
                 DType dtype) {
   Bytes y(std::size_t(m * n) * dtype_size(dtype));
   const std::size_t out_row = std::size_t(n) * dtype_size(dtype);
   for (std::int64_t v = 0; v < m; ++v) {
     const auto xv = vectors(x, v, 1, k, dtype);
-    Bytes one = run_block(b, kernel, Bytes(xv.begin(), xv.end()), 1, n, dtype);
+    Bytes one = run_block(b, w, kernel, Bytes(xv.begin(), xv.end()), 1, n, dtype);
     std::copy(one.begin(), one.end(), y.begin() + std::ptrdiff_t(std::size_t(v) * out_row));
   }
   return y;
@@ -100,12 +109,12 @@ ParityResult run_parity(const ParityConfig& c, Backend& backend, Backend* refere
   const auto t0 = std::chrono::steady_clock::now();
 
   for (std::uint64_t seed : c.seeds) {
-    const QuantizedMatrix w = quantize(random_weights(c.n, c.k, seed), c.n, c.k, c.bits, c.group, c.dtype);
-    backend.load(w);
-    if (reference) reference->load(w);
-    const Bytes x = random_activations(c.m_max, c.k, c.dtype, seed);
+    const QuantizedMatrix w = quantize(bench::random_weights(c.n, c.k, seed), c.n, c.k, c.bits, c.group, c.dtype);
+    const auto on_backend = backend.load(w.view(), c.mma_layout);
+    const auto on_reference = reference ? reference->load(w.view(), c.mma_layout) : nullptr;
+    const Bytes x = bench::random_activations(c.m_max, c.k, c.dtype, seed);
     std::map<Kernel, Bytes> chain;
-    for (Kernel kernel : all) chain[kernel] = run_chain(backend, kernel, x, c.m_max, c.k, c.n, c.dtype);
+    for (Kernel kernel : all) chain[kernel] = run_chain(backend, *on_backend, kernel, x, c.m_max, c.k, c.n, c.dtype);
     control_bytes += differing_bytes(chain[Kernel::qmv_wide], chain[Kernel::qmv]);
     control_total += std::int64_t(chain[Kernel::qmv].size());
 
@@ -114,7 +123,7 @@ ParityResult run_parity(const ParityConfig& c, Backend& backend, Backend* refere
       Bytes last_block;
       for (std::int64_t m = 1; m <= c.m_max; ++m) {
         const auto xm = vectors(x, 0, m, c.k, c.dtype);
-        Bytes y = run_block(backend, kernel, Bytes(xm.begin(), xm.end()), m, c.n, c.dtype);
+        Bytes y = run_block(backend, *on_backend, kernel, Bytes(xm.begin(), xm.end()), m, c.n, c.dtype);
         const std::span<const std::byte> own(chain[kernel].data(), std::size_t(m) * out_row);
         const std::span<const std::byte> ref(chain[Kernel::qmv].data(), std::size_t(m) * out_row);
         Row& r = rows[{kernel, m}];
@@ -124,13 +133,13 @@ ParityResult run_parity(const ParityConfig& c, Backend& backend, Backend* refere
         if (m == c.m_max) last_block = std::move(y);
       }
       // Permutation: the same vectors in reverse order must give each vector the same bytes.
-      const Bytes reversed = run_block(backend, kernel, reversed_rows(x, c.m_max, c.k, c.dtype), c.m_max, c.n, c.dtype);
+      const Bytes reversed = run_block(backend, *on_backend, kernel, reversed_rows(x, c.m_max, c.k, c.dtype), c.m_max, c.n, c.dtype);
       permutation[kernel] += differing_bytes(reversed_rows(reversed, c.m_max, c.n, c.dtype), chain[kernel]);
       // Repeat: the same launch again gives the same bytes.
-      repeat[kernel] += differing_bytes(run_block(backend, kernel, x, c.m_max, c.n, c.dtype), last_block);
+      repeat[kernel] += differing_bytes(run_block(backend, *on_backend, kernel, x, c.m_max, c.n, c.dtype), last_block);
       if (reference) {
-        const Bytes ref_chain = run_chain(*reference, kernel, x, c.m_max, c.k, c.n, c.dtype);
-        const Bytes ref_block = run_block(*reference, kernel, x, c.m_max, c.n, c.dtype);
+        const Bytes ref_chain = run_chain(*reference, *on_reference, kernel, x, c.m_max, c.k, c.n, c.dtype);
+        const Bytes ref_block = run_block(*reference, *on_reference, kernel, x, c.m_max, c.n, c.dtype);
         // qmv_mma's CPU side is a reference, not a mirror (its tensor-core sums are the
         // hardware's): it is held to a tolerance; every other kernel to every byte.
         against[kernel] += kernel == Kernel::qmv_mma
@@ -142,8 +151,8 @@ ParityResult run_parity(const ParityConfig& c, Backend& backend, Backend* refere
 
   ParityResult result;
   auto& j = result.json;
-  j["config"] = {{"backend", backend.name()},
-                 {"device", backend.device_description()},
+  j["config"] = {{"backend", std::string(backend.name())},
+                 {"device", backend.description()},
                  {"against", c.against},
                  {"n", c.n},
                  {"k", c.k},
@@ -175,7 +184,7 @@ ParityResult run_parity(const ParityConfig& c, Backend& backend, Backend* refere
                             {"per_m", per_m},
                             {"differing_bytes_permuted", permutation[kernel]},
                             {"differing_bytes_repeat", repeat[kernel]}};
-    if (reference) entry["differing_bytes_vs_" + reference->name()] = against[kernel];
+    if (reference) entry["differing_bytes_vs_" + std::string(reference->name())] = against[kernel];
     j["kernels"].push_back(entry);
     fmt::print("{:<14} permutation (reversed order) vs chain: {} differing bytes; repeat: {}{}\n", to_string(kernel),
                permutation[kernel], repeat[kernel],
@@ -215,7 +224,7 @@ ParityResult run_parity(const ParityConfig& c, Backend& backend, Backend* refere
   } else {
     result.summary = fmt::format("PASS  {} [{}]: {} at M=1..{} (block, reversed, repeated{}; {} seeds); {}", shape,
                                  backend.name(), identical,
-                                 c.m_max, reference ? ", and against the " + reference->name() + " side" : "",
+                                 c.m_max, reference ? ", and against the " + std::string(reference->name()) + " side" : "",
                                  c.seeds.size(), control);
   }
   j["summary"] = result.summary;
@@ -238,7 +247,6 @@ void add_parity_command(CLI::App& app, int& exit_code) {
     std::int64_t n = 512, k = 3840, m_max = 8;
     int bits = 4, group = 64, vmax = 8, threads = 0;
     bool overlap_launch = false;
-    QmvOptions tuning;
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("--backend", args->backend, "cpu, cuda or auto")->capture_default_str();
@@ -255,7 +263,6 @@ void add_parity_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--threads", args->threads, "CPU threads (0 = all)")->transform(decimal_integer())->capture_default_str();
   cmd->add_flag("--overlap-launch", args->overlap_launch,
                 "CUDA qmv, qmv_streamed: programmatic dependent launches (weights read before the previous kernel ends)");
-  add_tuning_options(cmd, args->tuning);
   cmd->add_option("--mma-layout", args->mma_layout, "qmv_mma's weights: fragments (converted at load) or mlx")
       ->capture_default_str();
   cmd->add_option("--json", args->json, "write the full results as JSON to this file");
@@ -275,8 +282,6 @@ void add_parity_command(CLI::App& app, int& exit_code) {
       if (s < 0) throw std::invalid_argument(fmt::format("--seeds: {} is negative", s));
       c.seeds.push_back(std::uint64_t(s));
     }
-    check_tuning_options(args->tuning);
-    c.options = args->tuning;
     c.options.streamed_max_vectors = args->vmax;
     c.options.threads = args->threads;
     c.options.overlap_launch = args->overlap_launch;
@@ -288,11 +293,11 @@ void add_parity_command(CLI::App& app, int& exit_code) {
     if (c.m_max < 1 || c.m_max > 4096)
       throw std::invalid_argument(fmt::format("--m-max {} is out of range [1, 4096]", c.m_max));
     if (!args->json.empty()) check_writable(args->json, "--json");
+    c.mma_layout = parse_mma_layout(args->mma_layout);
     auto backend = make_backend(c.backend, c.options);
-    backend->set_mma_layout(parse_mma_layout(args->mma_layout));
     std::unique_ptr<Backend> reference;
     if (!c.against.empty()) reference = make_backend(c.against, c.options);
-    fmt::print("exactq parity on {}: {}x{} {}-bit group {} {}, M=1..{}, seeds {}\n", backend->device_description(),
+    fmt::print("exactq parity on {}: {}x{} {}-bit group {} {}, M=1..{}, seeds {}\n", backend->description(),
                c.n, c.k, c.bits, c.group, to_string(c.dtype), c.m_max, args->seeds);
     const ParityResult r = run_parity(c, *backend, reference.get());
     fmt::print("{}\n", r.summary);

@@ -24,6 +24,7 @@ struct ParityConfig {
   std::int64_t m_max = 8;
   std::vector<std::uint64_t> seeds = {1, 2, 3};
   QmvOptions options;
+  WeightLayout mma_layout = WeightLayout::mma_fragments;  // what qmv_mma reads (same bytes either way)
   bool print_rows = true;  // the per-M table
 };
 

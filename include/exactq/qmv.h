@@ -50,17 +50,13 @@ struct QmvOptions {
   // weights must not be written by the kernel just before it on the stream. qmv_mma and qmv_wide
   // ignore it (qmv_mma measured slower so). Numerically irrelevant.
   bool overlap_launch = false;
-  // CUDA qmv at 2 and 4 bits, M = 1: each row's bytes this many rounds (a chunk per lane) beyond
-  // the register prefetch are requested into L2. -1 lets the launcher choose from the shape
-  // (src/cuda/family_launch.cuh); 0 turns it off. Numerically irrelevant: a tuning knob.
-  int qmv_l2_prefetch_rounds = -1;
-  // CUDA qmv, K in one tile: the tasks of a partial last trip over the resident warps have their
-  // K split over 2 or 4 warps, in qmv's order (src/cuda/qmv_family.cuh). -1: the launcher's
-  // choice; 0: only where all tasks fit in one trip; 1: on. Numerically irrelevant: a tuning knob.
-  int qmv_split_last_trip = -1;
 };
 
-// Throws std::invalid_argument naming the bad value when the matrix, M, or a buffer size is off,
+// Throws std::invalid_argument naming the value where `kernel` is not one of the enumerators.
+void validate_kernel(Kernel kernel);
+// Throws std::invalid_argument naming the bad value (streamed_max_vectors < 1, threads out of range).
+void validate_options(const QmvOptions& options);
+// Throws std::invalid_argument naming the bad value when the kernel is not a Kernel, the matrix, M, or a buffer size is off,
 // or when the matrix's layout is not one the kernel reads (only qmv_mma reads the fragment layout).
 void validate_qmv_args(Kernel kernel, const QuantizedMatrixView& w, std::span<const std::byte> x, std::int64_t m,
                        std::span<const std::byte> y);

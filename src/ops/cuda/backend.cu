@@ -1,0 +1,232 @@
+// The CUDA backend: device queries, the cuda::qmv entry point that dispatches to each kernel's
+// file, device memory, and the Backend interface over them.
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+
+#include "ops/cuda/common.cuh"
+#include "ops/cuda/launch.h"
+#include "exactq/backend.h"
+#include "exactq/cuda.h"
+#include "exactq/mma_layout.h"
+
+namespace exactq::cuda_detail {
+
+int sm_count() {
+  static const int count = [] {
+    int device = 0, sms = 0;
+    EXACTQ_CUDA_CHECK(cudaGetDevice(&device));
+    EXACTQ_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    return sms;
+  }();
+  return count;
+}
+
+SharedMemoryLimits shared_memory_limits() {
+  static const SharedMemoryLimits limits = [] {
+    int device = 0;
+    SharedMemoryLimits l;
+    EXACTQ_CUDA_CHECK(cudaGetDevice(&device));
+    EXACTQ_CUDA_CHECK(cudaDeviceGetAttribute(&l.per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
+    EXACTQ_CUDA_CHECK(cudaDeviceGetAttribute(&l.per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    EXACTQ_CUDA_CHECK(cudaDeviceGetAttribute(&l.reserved_per_block, cudaDevAttrReservedSharedMemoryPerBlock, device));
+    return l;
+  }();
+  return limits;
+}
+
+}  // namespace exactq::cuda_detail
+
+namespace exactq::cuda {
+
+using namespace exactq::cuda_detail;
+
+bool device_available() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no driver" error
+    return false;
+  }
+  return count > 0;
+}
+
+std::string device_description() {
+  int device = 0;
+  cudaDeviceProp prop{};
+  EXACTQ_CUDA_CHECK(cudaGetDevice(&device));
+  EXACTQ_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  return std::string(prop.name) + ", " + std::to_string(prop.multiProcessorCount) + " SMs, " +
+         std::to_string(prop.l2CacheSize >> 20) + " MB L2, sm_" + std::to_string(prop.major) +
+         std::to_string(prop.minor);
+}
+
+
+namespace {
+// The kernels load weights and activations in 16-byte vectors and parameters and outputs as
+// elements; a pointer that breaks that would fault on the device, so it is refused here.
+void require_aligned(const void* p, std::size_t alignment, const char* what) {
+  const auto address = reinterpret_cast<std::uintptr_t>(p);
+  if (address % alignment != 0) {
+    char hex[32];
+    std::snprintf(hex, sizeof hex, "%#llx", static_cast<unsigned long long>(address));
+    throw std::invalid_argument(std::string("[exactq] ") + what + " at " + hex + " is not " +
+                                std::to_string(alignment) + "-byte aligned (the CUDA kernels need it)");
+  }
+}
+}  // namespace
+
+void qmv(Kernel kernel, const QuantizedMatrixView& w, std::span<const std::byte> x, std::int64_t m,
+         std::span<std::byte> y, const QmvOptions& options, void* stream) {
+  validate_qmv_args(kernel, w, x, m, y);
+  require_aligned(w.packed.data(), 16, "packed weights");
+  require_aligned(x.data(), 16, "activations");
+  require_aligned(w.scales.data(), dtype_size(w.dtype), "scales");
+  require_aligned(w.biases.data(), dtype_size(w.dtype), "biases");
+  require_aligned(y.data(), dtype_size(w.dtype), "output");
+  validate_options(options);
+  const auto s = static_cast<cudaStream_t>(stream);
+  switch (kernel) {
+    case Kernel::qmv: launch_qmv(w, x.data(), 0, m, y.data(), options, s); break;
+    case Kernel::qmv_streamed: launch_qmv_streamed(w, x.data(), m, y.data(), options, s); break;
+    case Kernel::qmv_wide: launch_qmv_wide(w, x.data(), m, y.data(), s); break;
+    case Kernel::qmv_mma: launch_qmv_mma(w, x.data(), m, y.data(), s); break;
+  }
+}
+
+// ---- device memory ---------------------------------------------------------------------------
+DeviceBuffer::DeviceBuffer(std::size_t bytes) : size_(bytes) {
+  if (bytes > 0) EXACTQ_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data_), bytes));
+}
+DeviceBuffer::~DeviceBuffer() {
+  if (data_) cudaFree(data_);
+}
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept : data_(o.data_), size_(o.size_) {
+  o.data_ = nullptr;
+  o.size_ = 0;
+}
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  std::swap(data_, o.data_);
+  std::swap(size_, o.size_);
+  return *this;
+}
+void DeviceBuffer::upload(std::span<const std::byte> host) {
+  if (host.size() != size_)
+    throw std::invalid_argument("[exactq] upload of " + std::to_string(host.size()) + " bytes into a buffer of " +
+                                std::to_string(size_));
+  if (size_) EXACTQ_CUDA_CHECK(cudaMemcpy(data_, host.data(), size_, cudaMemcpyHostToDevice));
+}
+void DeviceBuffer::download(std::span<std::byte> host) const {
+  if (host.size() != size_)
+    throw std::invalid_argument("[exactq] download of a buffer of " + std::to_string(size_) + " bytes into " +
+                                std::to_string(host.size()));
+  if (size_) EXACTQ_CUDA_CHECK(cudaMemcpy(host.data(), data_, size_, cudaMemcpyDeviceToHost));
+}
+void DeviceBuffer::fill(std::uint8_t value) {
+  if (size_) EXACTQ_CUDA_CHECK(cudaMemset(data_, value, size_));
+}
+
+DeviceMatrix DeviceMatrix::upload(const QuantizedMatrix& host) {
+  host.view().validate();
+  DeviceMatrix d;
+  d.packed = DeviceBuffer(host.packed.size());
+  d.scales = DeviceBuffer(host.scales.size());
+  d.biases = DeviceBuffer(host.biases.size());
+  d.packed.upload(std::as_bytes(std::span(host.packed)));
+  d.scales.upload(host.scales);
+  d.biases.upload(host.biases);
+  const auto packed = d.packed.bytes();
+  d.view = {std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(packed.data()), packed.size()),
+            d.scales.bytes(), d.biases.bytes(), host.n, host.k, host.bits, host.group, host.dtype, host.layout};
+  return d;
+}
+
+}  // namespace exactq::cuda
+
+namespace exactq {
+
+namespace {
+
+class CudaBuffer final : public Buffer {
+ public:
+  explicit CudaBuffer(std::size_t bytes) : memory(bytes) {}
+  std::span<std::byte> bytes() override { return memory.bytes(); }
+  std::span<const std::byte> bytes() const override { return memory.bytes(); }
+  cuda::DeviceBuffer memory;
+};
+
+// The matrix in MLX's layout and, where qmv_mma reads the fragment layout, a second copy in it
+// (converted once on the host at load time).
+class CudaMatrix final : public Matrix {
+ public:
+  CudaMatrix(const QuantizedMatrixView& w, WeightLayout mma_layout) {
+    w.validate();
+    if (w.layout == WeightLayout::mma_fragments) {
+      fragments_ = cuda::DeviceMatrix::upload(copy_of(w));
+      mlx_ = cuda::DeviceMatrix::upload(to_mlx_layout(w));
+    } else {
+      mlx_ = cuda::DeviceMatrix::upload(copy_of(w));
+      if (mma_layout == WeightLayout::mma_fragments && mma_layout::fits(w.bits, w.group, w.k))
+        fragments_ = cuda::DeviceMatrix::upload(to_mma_fragments(w));
+    }
+  }
+  const QuantizedMatrixView& view() const override { return mlx_.view; }
+  const QuantizedMatrixView& view_for(Kernel kernel) const {
+    return kernel == Kernel::qmv_mma && fragments_.packed.size() > 0 ? fragments_.view : mlx_.view;
+  }
+
+ private:
+  static QuantizedMatrix copy_of(const QuantizedMatrixView& w) {
+    QuantizedMatrix m;
+    m.n = w.n, m.k = w.k, m.bits = w.bits, m.group = w.group, m.dtype = w.dtype, m.layout = w.layout;
+    m.packed.assign(w.packed.begin(), w.packed.end());
+    m.scales.assign(w.scales.begin(), w.scales.end());
+    m.biases.assign(w.biases.begin(), w.biases.end());
+    return m;
+  }
+  cuda::DeviceMatrix mlx_, fragments_;
+};
+
+template <typename Own, typename Base>
+Own& own(Base& b, const char* what) {
+  auto* p = dynamic_cast<Own*>(&b);
+  if (p == nullptr) throw std::invalid_argument(std::string("[exactq] the cuda backend was given another backend's ") + what);
+  return *p;
+}
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(const QmvOptions& options) : options_(options) { validate_options(options); }
+  std::string_view name() const override { return "cuda"; }
+  std::string description() const override { return cuda::device_description(); }
+  std::unique_ptr<Buffer> allocate(std::size_t bytes) override { return std::make_unique<CudaBuffer>(bytes); }
+  void upload(Buffer& to, std::span<const std::byte> from) override { own<CudaBuffer>(to, "buffer").memory.upload(from); }
+  void download(const Buffer& from, std::span<std::byte> to) override {
+    own<const CudaBuffer>(from, "buffer").memory.download(to);
+  }
+  std::unique_ptr<Matrix> load(const QuantizedMatrixView& w, WeightLayout mma_layout) override {
+    return std::make_unique<CudaMatrix>(w, mma_layout);
+  }
+  void qmv(Kernel kernel, const Matrix& w, const Buffer& x, std::int64_t m, Buffer& y) override {
+    validate_kernel(kernel);
+    cuda::qmv(kernel, own<const CudaMatrix>(w, "matrix").view_for(kernel), own<const CudaBuffer>(x, "buffer").bytes(), m,
+              own<CudaBuffer>(y, "buffer").bytes(), options_);
+  }
+  void synchronize() override { EXACTQ_CUDA_CHECK(cudaDeviceSynchronize()); }
+  const QmvOptions& options() const override { return options_; }
+
+ private:
+  QmvOptions options_;
+};
+
+}  // namespace
+
+bool cuda_backend_available() { return cuda::device_available(); }
+
+std::unique_ptr<Backend> make_cuda_backend(const QmvOptions& options) {
+  if (!cuda::device_available())
+    throw std::runtime_error("[exactq] cuda backend: no usable CUDA device (no GPU or no driver on this machine)");
+  return std::make_unique<CudaBackend>(options);
+}
+
+}  // namespace exactq

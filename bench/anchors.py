@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Side-by-side anchors for `exactq bench` (issue #4): the same shapes and M through PyTorch's
+"""Side-by-side anchors for `exactq bench`: the same shapes and M through PyTorch's
 int4 tinygemm kernel (group 64, bf16) and cuBLAS bf16 (torch.matmul on dense weights), timed
 the way exactq times (median of CUDA-event-timed launches after warm-up, rotating among enough
-weight copies that none is served from the 60 MB L2). Runs only where PyTorch and a GPU are;
+weight copies that none is served from the device's L2). Runs only where PyTorch and a GPU are;
 elsewhere it says so and exits 0. Each backend that fails is reported, not fatal.
 
 Usage: bench/anchors.py [--shapes NxK,...] [--m 1,2,4,8,16] [--json FILE]
@@ -34,11 +34,12 @@ def main() -> int:
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     ms = [int(v) for v in args.m.split(",")]
     dev = torch.device("cuda")
-    l2_bytes = 60e6
+    props = torch.cuda.get_device_properties(dev)
+    l2_bytes = float(getattr(props, "L2_cache_size", 50 * 2**20))
     results = []
 
     def timing_copies(nbytes, parameter_bytes):
-        # exactq::cuda::timing_copies: the other copies hold four times the L2, their parameters
+        # bench/timing.h, timing_copies: the other copies hold four times the L2, their parameters
         # twice the L2 (they may be cached with the default policy), at least three copies, at
         # most 1024 and 16 GB.
         copies = max(3, math.ceil(4 * l2_bytes / nbytes))

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The GPU check, for a machine with an NVIDIA Hopper GPU: every CUDA test, compute-sanitizer
+# (memcheck and racecheck) on the kernels' tests, parity of every kernel against the CPU mirror on
+# several formats, the benchmark on every preset, and the PyTorch anchors of the same shapes.
+#
+#   scripts/gpu_check.sh OUTDIR
+#
+# Builds into build/ first unless EXACTQ and EXACTQ_CUDA_TESTS name binaries already built.
+# Logs, JSON, markdown and SVG go to OUTDIR; the last lines printed are a summary table. The
+# exit status is 0 only if every check passed (the benchmark and the anchors are measurements:
+# they fail the check only if they cannot run). SKIP_BENCH=1 stops after the checks.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: scripts/gpu_check.sh OUTDIR}
+mkdir -p "$out"
+if [[ -z ${EXACTQ:-} ]]; then
+  scripts/build.sh >"$out/build.log" 2>&1 || { echo "build failed: $out/build.log"; exit 1; }
+  EXACTQ=build/exactq
+  EXACTQ_CUDA_TESTS=build/tests/exactq_cuda_tests
+fi
+export PATH=/usr/local/cuda/bin:$PATH
+summary=()
+failed=0
+record() {  # record NAME STATUS DETAIL
+  summary+=("$(printf '%-34s %-6s %s' "$1" "$2" "$3")")
+  [[ $2 == ok || $2 == ran ]] || failed=1
+}
+
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+
+"$EXACTQ_CUDA_TESTS" >"$out/cuda_tests.log" 2>&1
+rc=$?
+record "CUDA tests" "$([[ $rc == 0 ]] && echo ok || echo FAILED)" \
+  "$(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$out/cuda_tests.log" | tr -s ' ' | tr '\n' ' ')"
+
+# The kernels' tests under the sanitizers (each test's problems are sized for a full GPU, so the
+# slower ones are left to the plain run above).
+kernel_tests='CudaQmv.EqualsCpuMirrorForEveryFormat:CudaQmv.RejectsBadArguments:CudaQmvMma.AccuracyAgainstFloat64AndCpuReference:CudaQmvMma.RejectsWhatItDoesNotServe:CudaQmvMma.FragmentLayoutGivesTheMlxLayoutsBytes:CudaQmvMma.OddGroupCountAtEightBitsGroup128'
+for tool in memcheck racecheck; do
+  filter=$kernel_tests
+  [[ $tool == memcheck ]] && filter+=':CudaQmv.OverlappedChainedLaunchesEqualCpuMirror'
+  compute-sanitizer --tool "$tool" --error-exitcode 9 "$EXACTQ_CUDA_TESTS" --gtest_filter="$filter" \
+    >"$out/sanitizer_$tool.log" 2>&1
+  rc=$?
+  record "compute-sanitizer $tool" "$([[ $rc == 0 ]] && echo ok || echo FAILED)" \
+    "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer_$tool.log" | tail -1)"
+done
+
+# Parity: every kernel as blocks of M = 1..64 and as single-vector chains, every byte against the
+# CPU mirror (qmv_mma's CPU side is a reference: within 4 output ulps).
+parity() {  # parity NAME ARGS...
+  local name=$1
+  shift
+  "$EXACTQ" parity --backend cuda --against cpu --seeds 1 "$@" --json "$out/parity_$name.json" >"$out/parity_$name.log" 2>&1
+  local rc=$?
+  record "parity $name" "$([[ $rc == 0 ]] && echo ok || echo FAILED)" "$(tail -1 "$out/parity_$name.log" | cut -c1-110)"
+}
+all=qmv,qmv_streamed,qmv_wide,qmv_mma
+parity 4b_g64_bf16 --kernels $all --n 4096 --k 3840 --bits 4 --group 64 --dtype bf16 --m-max 64
+parity 8b_g128_f16 --kernels $all --n 1031 --k 4096 --bits 8 --group 128 --dtype f16 --m-max 64
+parity 4b_g32_f16 --kernels $all --n 517 --k 8192 --bits 4 --group 32 --dtype f16 --m-max 64
+parity 3b_g64_bf16 --kernels $all --n 2048 --k 3840 --bits 3 --group 64 --dtype bf16 --m-max 24
+parity 6b_g64_bf16 --kernels $all --n 2048 --k 3840 --bits 6 --group 64 --dtype bf16 --m-max 24
+parity 8b_g64_f32 --kernels qmv,qmv_streamed,qmv_wide --n 5120 --k 5120 --bits 8 --group 64 --dtype f32 --m-max 16
+parity mma_mlx_layout --kernels qmv,qmv_mma --mma-layout mlx --n 4096 --k 3840 --bits 4 --group 64 --dtype bf16 --m-max 64
+parity several_trips --kernels qmv,qmv_streamed,qmv_wide --n 11651 --k 4416 --bits 4 --group 64 --dtype bf16 --m-max 6
+parity overlapped --kernels qmv,qmv_streamed,qmv_wide --n 1031 --k 8192 --bits 4 --group 64 --dtype bf16 --m-max 24 \
+  --overlap-launch
+
+if [[ ${SKIP_BENCH:-0} != 1 ]]; then
+  "$EXACTQ" bench --backend cuda --shapes gemma12b,llama3-8b,qwen27b,big --m "${BENCH_M:-1,2,3,4,8,16}" \
+    --kernels $all --bits 4 --group 64 --dtype bf16 --repeats 20 \
+    --json "$out/bench.json" --markdown "$out/bench.md" --plot "$out/bench.svg" >"$out/bench.log" 2>&1
+  rc=$?
+  record "bench (4-bit, every preset)" "$([[ $rc == 0 ]] && echo ran || echo FAILED)" \
+    "$(grep -m1 'read ceiling' "$out/bench.log")"
+  python3 bench/anchors.py --shapes 28672x8192,262144x3840,15360x3840,3840x15360 --m 1,4,16 \
+    --json "$out/anchors.json" >"$out/anchors.log" 2>&1
+  rc=$?
+  record "anchors (PyTorch)" "$([[ $rc == 0 ]] && echo ran || echo FAILED)" "$(tail -1 "$out/anchors.log" | cut -c1-100)"
+fi
+
+echo
+printf '%s\n' "${summary[@]}"
+exit $failed

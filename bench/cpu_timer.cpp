@@ -95,10 +95,8 @@ std::unique_ptr<Timer> make_cuda_timer(const QmvOptions&) {
 #endif
 
 std::unique_ptr<Timer> make_timer(std::string_view backend, const QmvOptions& options) {
-  if (backend == "cpu") return make_cpu_timer(options);
-  if (backend == "cuda") return make_cuda_timer(options);
-  if (backend == "auto") return cuda_backend_available() ? make_cuda_timer(options) : make_cpu_timer(options);
-  throw std::invalid_argument("unknown backend '" + std::string(backend) + "' (expected cpu, cuda or auto)");
+  // The library resolves the name ("auto" included) and refuses a bad one; the timer follows it.
+  return make_backend(backend, options)->name() == "cuda" ? make_cuda_timer(options) : make_cpu_timer(options);
 }
 
 }  // namespace exactq::bench

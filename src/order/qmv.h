@@ -9,7 +9,7 @@ namespace exactq::order {
 
 // One row, one vector. Chunk c (codes 32c .. 32c+31) belongs to lane c % 32; each lane takes its
 // chunks in increasing c. Per chunk, with x the f32 activations and q the integer codes
-// (decision 0003, docs/design.md §3):
+// (docs/design.md §3 and §3.1):
 //   E   = exact_exponent(chunk_max_abs_bits(x))      every |x_i| < 2^(E-126)
 //   X_i = exact_integer(x_i, E)                      rint(x_i * 2^(148-E)), |X_i| <= 2^22
 //   u   = exact_unscale(E)                           2^(E-148); NaN when the chunk holds a NaN or inf
@@ -18,9 +18,9 @@ namespace exactq::order {
 //   R[lane] = R[lane] + fma(scale, A, bias * S)     (chunk_fold, lane_add)
 // then the xor butterfly over the 32 lanes with masks 16, 8, 4, 2, 1, and y = T(R).
 //
-// Why integers: the f32 chain this replaced (32 dependent fmas per chunk, a code made a float by
-// one AND) costs two instructions per code and capped qmv at about 66 % of the H200's read
-// ceiling however its bytes were fed (session 11). An exact sum costs about one instruction per
+// Why integers: an f32 chain (32 dependent fmas per chunk, a code made a float by one AND) costs
+// two instructions per code and caps qmv at about 66 % of the H200's read ceiling however its
+// bytes are fed. An exact sum costs about one instruction per
 // code at 2, 4 and 8 bits (dp4a on three signed-byte digits of X), and because it is exact, the
 // CPU mirror reproduces it with any loop. With bf16 or f16 activations X is x exactly (11 or 8
 // significant bits, scaled by a power of two), so A and S are the true sums rounded once; with

@@ -14,9 +14,11 @@ namespace exactq::order {
 // in increasing p: y = T(((t_0 + t_1) + t_2) + ...). The cut depends on N, K and bits only (never
 // on M, never on the device), so every vector's bits stay the same at every M.
 inline constexpr int kMmaMaxParts = 8;
-inline constexpr long long kMmaTargetTasks = 1024;  // enough (task, segment) pairs to fill an H200
+// Enough (task, segment) pairs to fill a 132-SM GPU. A constant of the order, never read from the
+// device: the cut must be the same on every GPU, or the bytes would differ between cards.
+inline constexpr long long kMmaTargetTasks = 1024;
 // At least 256 bytes of each row per segment: 2 measured 7-15 % faster than 4 on the q/kv
-// projections (K = 3840, 4096: 15-16 rounds) and no slower elsewhere (session 10).
+// projections (K = 3840, 4096: 15-16 rounds) and no slower elsewhere.
 inline constexpr int kMmaMinSegmentRounds = 2;
 EXACTQ_HD constexpr int mma_k_parts(long long n, long long k, int bits, int group) {
   const long long tasks = (n + mma_layout::kTaskRows - 1) / mma_layout::kTaskRows;

@@ -21,7 +21,16 @@ namespace exactq {
 
 enum class DType : std::uint8_t { f32, f16, bf16 };
 
+// Throws std::invalid_argument naming the value when t is none of the enumerators (a number cast
+// to DType). The API's boundaries call it (QuantizedMatrixView::validate, quantize,
+// QuantizedMatrix::zeros), so everything past them holds a valid dtype.
+void validate_dtype(DType t);
+
+// dtype_size, load_f32 and store_f32 take the dtype unchecked: they are constexpr or run on the
+// device in the kernels' inner loops, where a check (and a throw) cannot be afforded. An invalid
+// value reads as bf16 here; it never gets this far, because every matrix passes validate() first.
 constexpr std::size_t dtype_size(DType t) { return t == DType::f32 ? 4 : 2; }
+// Throws std::invalid_argument naming the value when t is not a DType.
 std::string_view to_string(DType t);
 // Throws std::invalid_argument naming the text when it is not f32, f16 or bf16.
 DType parse_dtype(std::string_view text);
@@ -93,6 +102,7 @@ EXACTQ_HD std::uint16_t f32_to_f16(float f) {
   return sign | std::uint16_t(q);
 }
 
+// The dtype is not checked here (see dtype_size): callers pass a validated one.
 EXACTQ_HD float load_f32(const void* base, std::size_t i, DType t) {
   switch (t) {
     case DType::f32: return static_cast<const float*>(base)[i];

@@ -71,6 +71,8 @@ inline void pack_code(std::uint8_t* row, std::int64_t k, int bits, std::uint32_t
 // (exactq/mma_layout.h) holds the same bytes re-laid for its tensor-core loads, and only qmv_mma
 // reads it.
 enum class WeightLayout { mlx, mma_fragments };
+// Throws std::invalid_argument naming the value when `layout` is none of the enumerators.
+void validate_layout(WeightLayout layout);
 
 // A non-owning view of one quantized [N, K] matrix. The spans may point to host or device
 // memory; validate() checks only what can be checked without reading them.
@@ -88,9 +90,12 @@ struct QuantizedMatrixView {
   std::int64_t groups_per_row() const { return k / group; }
   std::int64_t row_bytes() const { return packed_row_bytes(k, bits); }
   // Bytes a kernel must read for the weights: packed codes plus scales plus biases (of the N
-  // rows; the fragment layout's padding rows are not counted).
+  // rows; the fragment layout's padding rows are not counted). Throws std::invalid_argument on a
+  // dtype that is not a DType.
   std::int64_t weight_bytes() const;
-  // Throws std::invalid_argument naming the offending value.
+  // Throws std::invalid_argument naming the offending value (the dtype and layout included: a
+  // number cast to either enum is refused here, the boundary that the kernels' unchecked dtype
+  // reads rely on).
   void validate() const;
 };
 
@@ -107,7 +112,8 @@ struct QuantizedMatrix {
   WeightLayout layout = WeightLayout::mlx;
 
   QuantizedMatrixView view() const { return {packed, scales, biases, n, k, bits, group, dtype, layout}; }
-  // A matrix of this shape with every byte zero. Throws std::invalid_argument on a bad shape.
+  // A matrix of this shape with every byte zero. Throws std::invalid_argument on a bad shape or
+  // dtype.
   static QuantizedMatrix zeros(std::int64_t n, std::int64_t k, int bits, int group, DType dtype);
 };
 

@@ -120,7 +120,8 @@ void check_shape(std::int64_t n, std::int64_t k, int bits, int group);
 
 namespace exactq {
 // The matrix in qmv_mma's fragment layout (w must be in MLX's layout), and back. Both exact:
-// to_mlx_layout(to_mma_fragments(w)) has w's bytes.
+// to_mlx_layout(to_mma_fragments(w)) has w's bytes. Throw std::invalid_argument where w does not
+// validate (its dtype and layout included), is in the other layout, or cannot be laid out.
 QuantizedMatrix to_mma_fragments(const QuantizedMatrixView& w);
 QuantizedMatrix to_mlx_layout(const QuantizedMatrixView& w);
 }  // namespace exactq

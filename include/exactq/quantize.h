@@ -19,11 +19,14 @@ enum class QuantRule {
   // MLX's CPU quantizer: true min/max, round half to even (rint), codes clamped to [0, 2^bits-1].
   mlx_cpu,
 };
+// Throws std::invalid_argument naming the value when `rule` is none of the enumerators.
+void validate_quant_rule(QuantRule rule);
 
 // Quantizes a row-major [n, k] f32 matrix. Source weights in bf16/f16 widen to f32 exactly, so
 // nothing is lost by taking f32 here. Scales and biases are stored in `dtype` (round to nearest
 // even); the codes are computed with the unrounded f32 scale and bias, as MLX does.
-// Throws std::invalid_argument on an invalid shape, a size mismatch or a non-finite weight.
+// Throws std::invalid_argument on an invalid shape, dtype or rule, a size mismatch or a
+// non-finite weight.
 QuantizedMatrix quantize(std::span<const float> w, std::int64_t n, std::int64_t k, int bits, int group,
                          DType dtype, QuantRule rule = QuantRule::mlx_gpu);
 

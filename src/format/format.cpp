@@ -10,12 +10,35 @@ namespace {
 [[noreturn]] void fail(const std::string& what) { throw std::invalid_argument("[exactq] " + what); }
 }  // namespace
 
+// A DType or WeightLayout made from any number of its underlying type is well-defined C++, so
+// each switch below lists every enumerator and ends with the refusal (no default: the compiler
+// then warns where an enumerator is added and not handled).
+void validate_dtype(DType t) {
+  switch (t) {
+    case DType::f32:
+    case DType::f16:
+    case DType::bf16: return;
+  }
+  fail("dtype value " + std::to_string(static_cast<int>(t)) + " is not a DType (f32 = 0, f16 = 1, bf16 = 2)");
+}
+
 std::string_view to_string(DType t) {
   switch (t) {
     case DType::f32: return "f32";
     case DType::f16: return "f16";
-    default: return "bf16";
+    case DType::bf16: return "bf16";
   }
+  validate_dtype(t);  // throws: t is none of the above
+  return {};
+}
+
+void validate_layout(WeightLayout layout) {
+  switch (layout) {
+    case WeightLayout::mlx:
+    case WeightLayout::mma_fragments: return;
+  }
+  fail("layout value " + std::to_string(static_cast<int>(layout)) +
+       " is not a WeightLayout (mlx = 0, mma_fragments = 1)");
 }
 
 DType parse_dtype(std::string_view text) {
@@ -37,6 +60,7 @@ void validate_shape(std::int64_t n, std::int64_t k, int bits, int group) {
 
 QuantizedMatrix QuantizedMatrix::zeros(std::int64_t n, std::int64_t k, int bits, int group, DType dtype) {
   validate_shape(n, k, bits, group);
+  validate_dtype(dtype);
   QuantizedMatrix q;
   q.n = n;
   q.k = k;
@@ -50,10 +74,14 @@ QuantizedMatrix QuantizedMatrix::zeros(std::int64_t n, std::int64_t k, int bits,
 }
 
 std::int64_t QuantizedMatrixView::weight_bytes() const {
+  validate_dtype(dtype);
   return n * row_bytes() + 2 * n * groups_per_row() * std::int64_t(dtype_size(dtype));
 }
 
 void QuantizedMatrixView::validate() const {
+  // The enums first: the sizes below depend on both.
+  validate_dtype(dtype);
+  validate_layout(layout);
   validate_shape(n, k, bits, group);
   // The fragment layout stores N padded to whole 16-row tasks.
   const bool fragments = layout == WeightLayout::mma_fragments;

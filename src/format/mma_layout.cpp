@@ -1,6 +1,6 @@
 // Conversion between MLX's layout and qmv_mma's fragment layout (exactq/mma_layout.h). Both
 // directions walk the same index functions, so they are each other's inverse by construction;
-// tests/cpu/test_mma_layout.cpp checks it, and that every code and parameter lands where the
+// tests/format/test_mma_layout.cpp checks it, and that every code and parameter lands where the
 // kernel's lane reads it. 4 and 8 bits move whole 32-bit words (at 4 bits the planes' rule puts
 // MLX's words in place unchanged: the test checks that too); 2, 3, 5 and 6 bits move codes.
 #include <cstring>
@@ -107,10 +107,12 @@ QuantizedMatrix empty_like(const QuantizedMatrixView& w, WeightLayout layout) {
 }
 
 QuantizedMatrix convert(const QuantizedMatrixView& w, WeightLayout from, WeightLayout to) {
+  // validate() first, so that a layout that is no WeightLayout is named as such rather than
+  // reported as the other layout.
+  w.validate();
   if (w.layout != from)
     throw std::invalid_argument(std::string("[exactq] expected a matrix in the ") +
                                 (from == WeightLayout::mlx ? "MLX" : "mma fragment") + " layout");
-  w.validate();
   mma_layout::check_shape(w.n, w.k, w.bits, w.group);
   QuantizedMatrix out = empty_like(w, to);
   const bool forward = to == WeightLayout::mma_fragments;

@@ -44,9 +44,21 @@ std::uint32_t code_of(float v, GroupParams p, float levels, QuantRule rule) {
 
 }  // namespace
 
+void validate_quant_rule(QuantRule rule) {
+  switch (rule) {
+    case QuantRule::mlx_gpu:
+    case QuantRule::mlx_cpu: return;
+  }
+  throw std::invalid_argument("[exactq] quant rule value " + std::to_string(static_cast<int>(rule)) +
+                              " is not a QuantRule (mlx_gpu = 0, mlx_cpu = 1)");
+}
+
 QuantizedMatrix quantize(std::span<const float> w, std::int64_t n, std::int64_t k, int bits, int group,
                          DType dtype, QuantRule rule) {
   validate_shape(n, k, bits, group);
+  validate_dtype(dtype);
+  // group_params and code_of read any rule but mlx_gpu as mlx_cpu: refuse the others here.
+  validate_quant_rule(rule);
   if (w.size() != std::size_t(n * k))
     throw std::invalid_argument("[exactq] quantize: weights have " + std::to_string(w.size()) +
                                 " elements, expected N*K = " + std::to_string(n * k));

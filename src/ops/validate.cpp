@@ -17,7 +17,8 @@ std::string_view to_string(Kernel kernel) {
     case Kernel::qmv_mma: return "qmv_mma";
     case Kernel::qmv_wide: return "qmv_wide";
   }
-  return "invalid kernel";
+  validate_kernel(kernel);  // throws: kernel is none of the above
+  return {};
 }
 
 Kernel parse_kernel(std::string_view text) {

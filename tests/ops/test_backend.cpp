@@ -76,6 +76,33 @@ TEST(Backend, RefusesMisuseNamingIt) {
   EXPECT_NO_THROW(backend->qmv(Kernel::qmv, *matrix, *x, 2, *y));
 }
 
+// Out-of-range enum values reach the backend through the matrix (its dtype and layout) and the
+// kernel: load and qmv refuse each by name, where a valid value goes through.
+TEST(Backend, RefusesOutOfRangeEnumValuesNamingThem) {
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  auto backend = make_cpu_backend();
+  const QuantizedMatrix w = quantize(normal_values(16 * 256, rng), 16, 256, 4, 64, DType::bf16);
+  const std::vector<std::byte> x = as_dtype(normal_values(2 * 256, rng), DType::bf16);
+  std::vector<std::byte> y(2 * 16 * 2);
+  const auto matrix = backend->load(w.view());  // control
+  EXPECT_NO_THROW(qmv_host(*backend, Kernel::qmv, *matrix, x, 2, y));
+  for (int v : {3, 7, 255}) {
+    QuantizedMatrixView bad = w.view();
+    bad.dtype = static_cast<DType>(v);
+    expect_invalid([&] { backend->load(bad); }, "dtype value " + std::to_string(v));
+  }
+  for (int v : {2, 7, -1}) {
+    QuantizedMatrixView bad = w.view();
+    bad.layout = static_cast<WeightLayout>(v);
+    expect_invalid([&] { backend->load(bad); }, "layout value " + std::to_string(v));
+  }
+  for (int v : {4, 9, -1})
+    expect_invalid([&] { qmv_host(*backend, static_cast<Kernel>(v), *matrix, x, 2, y); },
+                   "kernel value " + std::to_string(v));
+}
+
 TEST(Backend, CudaBackendRefusedWithAMessageWhereNoneIsUsable) {
   if (cuda_backend_available()) GTEST_SKIP() << "a GPU is usable here: tests/ops/cuda covers the CUDA backend";
   try {

@@ -571,6 +571,41 @@ TEST(QmvArguments, InvalidArgumentsThrowNamingTheValue) {
   }
 }
 
+// A Kernel, DType or WeightLayout made from a number that names no enumerator is refused by name
+// before any kernel runs: unchecked, the dtype would be read as bf16 and the layout as MLX's,
+// and the call would return bytes. The bad dtype sits on a bf16-sized matrix, so only the dtype
+// check can catch it.
+TEST(QmvArguments, OutOfRangeEnumValuesAreRefused) {
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  const QuantizedMatrix w = random_matrix(5, 256, 4, 64, DType::bf16, rng);
+  const Bytes x = random_activations(2, 256, DType::bf16, rng);
+  Bytes y(2 * 5 * 2);
+  for (Kernel kernel : {Kernel::qmv, Kernel::qmv_streamed, Kernel::qmv_wide, Kernel::qmv_mma}) {
+    SCOPED_TRACE(std::string(to_string(kernel)));
+    EXPECT_NO_THROW(validate_kernel(kernel));
+    EXPECT_NO_THROW(cpu::qmv(kernel, w.view(), x, 2, y));  // control
+    for (int v : {3, 7, 255}) {
+      QuantizedMatrixView bad = w.view();
+      bad.dtype = static_cast<DType>(v);
+      expect_invalid([&] { cpu::qmv(kernel, bad, x, 2, y); }, "dtype value " + std::to_string(v));
+    }
+    for (int v : {2, 7, -1}) {
+      QuantizedMatrixView bad = w.view();
+      bad.layout = static_cast<WeightLayout>(v);
+      expect_invalid([&] { cpu::qmv(kernel, bad, x, 2, y); }, "layout value " + std::to_string(v));
+    }
+  }
+  for (int v : {4, 9, -1}) {
+    const auto bad = static_cast<Kernel>(v);
+    const std::string note = "kernel value " + std::to_string(v);
+    expect_invalid([&] { validate_kernel(bad); }, note);
+    expect_invalid([&] { (void)to_string(bad); }, note);
+    expect_invalid([&] { cpu::qmv(bad, w.view(), x, 2, y); }, note);
+  }
+}
+
 TEST(QmvArguments, KernelNames) {
   for (Kernel k : {Kernel::qmv, Kernel::qmv_streamed, Kernel::qmv_wide, Kernel::qmv_mma})
     EXPECT_EQ(parse_kernel(to_string(k)), k);

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Fuzzes the checkpoint parsers: builds the libFuzzer targets of tests/fuzz/ with Debian's clang
+# (-fsanitize=fuzzer,address,undefined) into build-fuzz/ and runs each for a bounded time, from a
+# copy of its committed seed corpus. Fails on any crash, leak, timeout or sanitizer report (a
+# sanitizer aborts the process: no report is recovered from).
+#   FUZZ_SECONDS  seconds per target (default 60)
+#   FUZZ_JOBS     parallel fuzzing processes per target (default 1)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${FUZZ_SECONDS:-60}
+jobs=${FUZZ_JOBS:-1}
+cxx=${FUZZ_CXX:-clang++}
+out=build-fuzz
+mkdir -p "$out/obj"
+
+common=(-std=c++20 -O1 -g -fno-omit-frame-pointer -DFMT_HEADER_ONLY -Iinclude -Isrc
+        -fsanitize=address,undefined -fno-sanitize-recover=all)
+# The parts of src/model the two parsers reach: header, config, quantization entry, module list.
+library=(src/model/text.cpp src/model/safetensors.cpp src/model/config.cpp src/model/quant_config.cpp
+         src/model/layout.cpp)
+objects=()
+for source in "${library[@]}"; do
+  object="$out/obj/$(basename "${source%.cpp}").o"
+  "$cxx" "${common[@]}" -fsanitize=fuzzer-no-link -c "$source" -o "$object" &
+  objects+=("$object")
+done
+wait
+
+status=0
+for target in safetensors config; do
+  "$cxx" "${common[@]}" -fsanitize=fuzzer "tests/fuzz/fuzz_$target.cpp" "${objects[@]}" -o "$out/fuzz_$target"
+  corpus="$out/corpus-$target"
+  rm -rf "$corpus" && mkdir -p "$corpus"
+  cp tests/fuzz/corpus/$target/* "$corpus"/
+  echo "exactq fuzz: $target for ${seconds} s"
+  # -timeout: one input taking this long is a finding; -rss_limit_mb: so is a blow-up in memory.
+  if ! (cd "$out" && ASAN_OPTIONS=detect_leaks=1 "./fuzz_$target" -max_total_time="$seconds" -timeout=10 \
+          -rss_limit_mb=2048 -max_len=65536 -dict="../tests/fuzz/$target.dict" -jobs="$jobs" -workers="$jobs" \
+          -print_final_stats=1 "corpus-$target" > "fuzz_$target.log" 2>&1); then
+    echo "exactq fuzz: $target FAILED (build-fuzz/fuzz_$target.log; the input is saved as build-fuzz/crash-*)"
+    tail -n 40 "$out/fuzz_$target.log"
+    status=1
+  else
+    grep -E "^(stat::number_of_executed_units|Done)" "$out/fuzz_$target.log" | tail -n 2 || true
+    echo "exactq fuzz: $target clean"
+  fi
+done
+exit $status

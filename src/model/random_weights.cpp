@@ -72,19 +72,24 @@ std::vector<TensorToWrite> random_linear(const RandomSpec& spec, std::int64_t n,
     });
     return {std::move(t)};
   }
-  const std::size_t row_bytes = std::size_t(k * bits / 8), groups = std::size_t(k / group), es = dtype_size(spec.dtype);
-  TensorToWrite w{weight, StDType::U32, {n, k * bits / 32}, std::vector<std::byte>(std::size_t(n) * row_bytes)};
-  TensorToWrite s{spec.name + ".scales", to_st_dtype(spec.dtype), {n, k / group}, std::vector<std::byte>(std::size_t(n) * groups * es)};
-  TensorToWrite b{spec.name + ".biases", s.dtype, s.shape, std::vector<std::byte>(s.data.size())};
-  // Rows quantize independently (groups lie within a row), so blocks of rows go to threads.
+  return quantized_tensors(spec.name, n, k, bits, group, spec.dtype, spec.threads, row_values);
+}
+
+std::vector<TensorToWrite> quantized_tensors(const std::string& path, std::int64_t n, std::int64_t k, int bits, int group,
+                                             DType dtype, int threads,
+                                             const std::function<void(std::int64_t, float*)>& row) {
+  const std::size_t row_bytes = std::size_t(k * bits / 8), groups = std::size_t(k / group), es = dtype_size(dtype);
+  TensorToWrite w{path + ".weight", StDType::U32, {n, k * bits / 32}, std::vector<std::byte>(std::size_t(n) * row_bytes)};
+  TensorToWrite s{path + ".scales", to_st_dtype(dtype), {n, k / group}, std::vector<std::byte>(std::size_t(n) * groups * es)};
+  TensorToWrite b{path + ".biases", s.dtype, s.shape, std::vector<std::byte>(s.data.size())};
   const std::int64_t blocks = (n + kRowsPerBlock - 1) / kRowsPerBlock;
-  parallel_rows(blocks, spec.threads, [&](std::int64_t first, std::int64_t end) {
+  parallel_rows(blocks, threads, [&](std::int64_t first, std::int64_t end) {
     std::vector<float> values;
     for (std::int64_t blk = first; blk < end; ++blk) {
       const std::int64_t r0 = blk * kRowsPerBlock, rows = std::min(kRowsPerBlock, n - r0);
       values.resize(std::size_t(rows * k));
-      for (std::int64_t r = 0; r < rows; ++r) row_values(r0 + r, values.data() + r * k);
-      const QuantizedMatrix q = quantize(values, rows, k, bits, group, spec.dtype);
+      for (std::int64_t r = 0; r < rows; ++r) row(r0 + r, values.data() + r * k);
+      const QuantizedMatrix q = quantize(values, rows, k, bits, group, dtype);
       std::memcpy(w.data.data() + std::size_t(r0) * row_bytes, q.packed.data(), q.packed.size());
       std::memcpy(s.data.data() + std::size_t(r0) * groups * es, q.scales.data(), q.scales.size());
       std::memcpy(b.data.data() + std::size_t(r0) * groups * es, q.biases.data(), q.biases.size());

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,13 @@ std::uint64_t row_stream(std::uint64_t seed, const std::string& name, std::int64
 
 // A dense tensor of `shape`, mean + std * normal, in spec.dtype.
 TensorToWrite random_dense(const RandomSpec& spec, const std::vector<std::int64_t>& shape);
+
+// The quantized tensors <path>.weight (U32), .scales and .biases of an [n, k] matrix whose row r
+// `row(r, out)` writes as k floats: quantized by exactq::quantize (MLX's GPU rule) in blocks of
+// rows on `threads` threads (rows quantize independently: groups lie within a row).
+std::vector<TensorToWrite> quantized_tensors(const std::string& path, std::int64_t n, std::int64_t k, int bits, int group,
+                                             DType dtype, int threads,
+                                             const std::function<void(std::int64_t, float*)>& row);
 
 // An [n, k] weight: with bits > 0 quantized by exactq::quantize (MLX's GPU rule) into
 // <name>.weight (U32), .scales and .biases; with bits == 0 the dense <name>.weight.

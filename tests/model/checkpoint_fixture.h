@@ -31,6 +31,7 @@ struct Tiny {
   bool tied = false;
   int bits = 4, group = 64;
   DType dtype = DType::bf16;
+  bool quantized = true;  // false: a Hugging Face checkpoint (dense weights, no quantization entry)
 };
 
 struct Fixture {
@@ -78,8 +79,10 @@ inline Fixture tiny_fixture(const Tiny& s, std::mt19937_64& rng) {
   const nlohmann::json quant = {{"group_size", s.group}, {"bits", s.bits}};
   if (nested) f.config = {{"model_type", "gemma3"}, {"text_config", text}, {"vocab_size", s.vocab}};
   else f.config = text;
-  f.config["quantization"] = quant;
-  f.config["quantization_config"] = quant;
+  if (s.quantized) {
+    f.config["quantization"] = quant;
+    f.config["quantization_config"] = quant;
+  }
 
   const StDType st = s.dtype == DType::f32 ? StDType::F32 : s.dtype == DType::f16 ? StDType::F16 : StDType::BF16;
   auto dense = [&](const std::string& name, std::vector<std::int64_t> shape, float center) {
@@ -88,6 +91,7 @@ inline Fixture tiny_fixture(const Tiny& s, std::mt19937_64& rng) {
     f.tensors.push_back({name, st, shape, random_floats(n, s.dtype, center, 0.05f, rng)});
   };
   auto quantized = [&](const std::string& path, std::int64_t n, std::int64_t k) {
+    if (!s.quantized) return dense(path + ".weight", {n, k}, 0.0f);
     f.tensors.push_back({path + ".weight", StDType::U32, {n, k * s.bits / 32}, random_bytes(std::size_t(n * k * s.bits / 8), rng)});
     dense(path + ".scales", {n, k / s.group}, 0.01f);
     dense(path + ".biases", {n, k / s.group}, -0.05f);

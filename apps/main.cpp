@@ -11,6 +11,7 @@
 #include "bench.h"
 #include "cli_common.h"
 #include "demo.h"
+#include "make_model.h"
 #include "parity.h"
 
 int main(int argc, char** argv) {
@@ -21,6 +22,9 @@ int main(int argc, char** argv) {
   add_demo_command(app, exit_code);
   add_parity_command(app, exit_code);
   add_bench_command(app, exit_code);
+  add_make_model_command(app, exit_code);
+  add_convert_command(app, exit_code);
+  add_inspect_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

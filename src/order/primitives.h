@@ -31,5 +31,22 @@ EXACTQ_HD float mul(float a, float b) {
   return a * b;
 #endif
 }
+// Division and square root, each correctly rounded (IEEE 754), so they are as reproducible as
+// add and mul: __fdiv_rn and __fsqrt_rn on the GPU (never the approximate a/b or sqrtf that
+// -use_fast_math or -prec-div=false would give), / and std::sqrt on the CPU.
+EXACTQ_HD float div(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+EXACTQ_HD float sqrt(float a) {
+#if defined(__CUDA_ARCH__)
+  return __fsqrt_rn(a);
+#else
+  return std::sqrt(a);
+#endif
+}
 
 }  // namespace exactq::order

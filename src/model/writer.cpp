@@ -74,30 +74,34 @@ std::string tokenizer_json(std::int64_t vocab_size, const std::vector<std::strin
                                             vocab_size, specials.size(), kMax));
   std::vector<std::string> sym(256);
   for (int b = 0; b < 256; ++b) sym[std::size_t(b)] = byte_symbol(b);
-  nlohmann::ordered_json vocab = nlohmann::ordered_json::object();
-  nlohmann::ordered_json merges = nlohmann::ordered_json::array();
+  // The vocabulary and merges are written as text in id order: a JSON library's ordered object
+  // inserts in linear time, quadratic over a 262k-token vocabulary.
+  std::string vocab = "{", merges = "[";
   std::int64_t id = 0;
-  for (int b = 0; b < 256; ++b) vocab[sym[std::size_t(b)]] = id++;
+  auto add_token = [&](const std::string& token) {
+    vocab += (id ? ",\n      " : "\n      ") + nlohmann::json(token).dump() + ": " + std::to_string(id);
+    ++id;
+  };
+  auto add_merge = [&](const std::string& a, const std::string& b) {
+    merges += (merges.size() > 1 ? ",\n      " : "\n      ") + nlohmann::json(a + " " + b).dump();
+    add_token(a + b);
+  };
+  for (int b = 0; b < 256; ++b) add_token(sym[std::size_t(b)]);
   // Merges in rank order: every byte pair (a, b) first, then (ab, c); each adds the token ab or
   // abc, all distinct, and each merge's parts exist before it.
   for (int a = 0; a < 256 && id < plain; ++a)
-    for (int b = 0; b < 256 && id < plain; ++b) {
-      merges.push_back(sym[std::size_t(a)] + " " + sym[std::size_t(b)]);
-      vocab[sym[std::size_t(a)] + sym[std::size_t(b)]] = id++;
-    }
+    for (int b = 0; b < 256 && id < plain; ++b) add_merge(sym[std::size_t(a)], sym[std::size_t(b)]);
   for (int a = 0; a < 256 && id < plain; ++a)
     for (int b = 0; b < 256 && id < plain; ++b)
-      for (int c = 0; c < 256 && id < plain; ++c) {
-        const std::string ab = sym[std::size_t(a)] + sym[std::size_t(b)];
-        merges.push_back(ab + " " + sym[std::size_t(c)]);
-        vocab[ab + sym[std::size_t(c)]] = id++;
-      }
+      for (int c = 0; c < 256 && id < plain; ++c) add_merge(sym[std::size_t(a)] + sym[std::size_t(b)], sym[std::size_t(c)]);
   nlohmann::ordered_json added = nlohmann::ordered_json::array();
-  for (const auto& s : specials) {
-    added.push_back({{"id", id}, {"content", s}, {"single_word", false}, {"lstrip", false}, {"rstrip", false},
+  for (const auto& special : specials) {
+    added.push_back({{"id", id}, {"content", special}, {"single_word", false}, {"lstrip", false}, {"rstrip", false},
                      {"normalized", false}, {"special", true}});
-    vocab[s] = id++;
+    add_token(special);
   }
+  vocab += "\n    }";
+  merges += "\n    ]";
   nlohmann::ordered_json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
   nlohmann::ordered_json t;
   t["version"] = "1.0";
@@ -110,9 +114,11 @@ std::string tokenizer_json(std::int64_t vocab_size, const std::vector<std::strin
   t["decoder"] = byte_level;
   t["model"] = {{"type", "BPE"},         {"dropout", nullptr},       {"unk_token", nullptr},
                 {"continuing_subword_prefix", nullptr}, {"end_of_word_suffix", nullptr}, {"fuse_unk", false},
-                {"byte_fallback", false}, {"ignore_merges", false}, {"vocab", vocab},
-                {"merges", merges}};
-  return t.dump(2);
+                {"byte_fallback", false}, {"ignore_merges", false}, {"vocab", "@VOCAB@"}, {"merges", "@MERGES@"}};
+  std::string text = t.dump(2);
+  text.replace(text.find("\"@VOCAB@\""), 9, vocab);
+  text.replace(text.find("\"@MERGES@\""), 10, merges);
+  return text;
 }
 
 }  // namespace exactq

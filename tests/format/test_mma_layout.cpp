@@ -188,7 +188,11 @@ TEST(MmaLayout, DocumentedDecodingDetectsAMisplacedPlane) {
     for (int m = 0; m < 8; ++m) {
       const std::uint32_t code = unpack_code(w.packed.data(), c * 32 + m, 3);
       const int bit = 16 * (m / 4) + (4 * (c % 4) + m % 4);
-      const std::uint32_t slipped = (documented_code(words, 3, 0, c, m) & 3u) | ((words[8 + c / 4] >> (bit + 1)) & 1u) << 2;
+      // The slip reads plane 1 one bit too high. For the field at bit 31 that bit lies past the
+      // 32-bit word and reads as 0: the shift is done in 64 bits, because shifting a 32-bit value
+      // by 32 is undefined behaviour.
+      const std::uint32_t above = std::uint32_t((std::uint64_t(words[8 + c / 4]) >> (bit + 1)) & 1u);
+      const std::uint32_t slipped = (documented_code(words, 3, 0, c, m) & 3u) | above << 2;
       EXPECT_EQ(documented_code(words, 3, 0, c, m), code);
       wrong += slipped != code;
     }

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Installs what exactq needs from Debian's packages, once. Idempotent; no network use when all is there.
 set -euo pipefail
+# libasan8 and libubsan1 are the runtimes of the sanitized test build (scripts/sanitize.sh). g++
+# already brings them (through libgcc-12-dev, with the libasan.so/libubsan.so that the link needs);
+# they are named here so that the sanitized build's needs are checked, not assumed.
 packages=(cmake ninja-build g++ libgtest-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libfmt-dev
+          libasan8 libubsan1
           clang libclang-rt-14-dev)  # clang and libFuzzer: scripts/fuzz.sh
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The CPU test suite built with AddressSanitizer and UndefinedBehaviorSanitizer (EXACTQ_SANITIZE)
+# into build-sanitize/: the library, the tests and the `exactq` binary that the CLI tests spawn.
+# Every report ends its process with a failure (no recovery; an abort, so that a CLI test sees a
+# signal rather than an exit status it might expect), which fails the test; leaks are reported
+# at exit. Extra arguments go to ctest (e.g. -R Format).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DEXACTQ_CUDA=OFF -DEXACTQ_SANITIZE=ON >/dev/null
+ninja -C build-sanitize -j"$(nproc)"
+export ASAN_OPTIONS=halt_on_error=1:abort_on_error=1:detect_leaks=1:check_initialization_order=1:strict_init_order=1:detect_stack_use_after_return=1
+export UBSAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1
+ctest --test-dir build-sanitize --output-on-failure -j"$(nproc)" "$@"

@@ -59,6 +59,10 @@ struct Case {
   std::int64_t inter;   // 96: down_proj's K does not divide by 64 and stays dense
 };
 
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.type << " stored " << dtype_name(c.stored) << " torch_dtype '" << c.torch << "' intermediate " << c.inter;
+}
+
 class ConvertRoundTrip : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ConvertRoundTrip, DequantizesWithinTheBound) {

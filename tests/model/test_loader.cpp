@@ -151,6 +151,27 @@ TEST(Loader, RefusesScalesTheConfigDoesNotExplain) {
   }, {"lm_head", "not quantized"});
 }
 
+TEST(Loader, RefusesStrayScalesOfAnUnquantizedModuleEvenWhenNotStrict) {
+  // lm_head stored dense, as `false` in the config says, but its old scales and biases left in.
+  Fixture f = valid();
+  f.config["quantization"]["lm_head"] = false;
+  f.config["quantization_config"] = f.config["quantization"];
+  std::mt19937_64 rng(fresh_seed());
+  auto& w = f.at("lm_head.weight");
+  w.dtype = StDType::BF16;
+  w.shape = {320, 128};
+  w.data = random_floats(320 * 128, DType::bf16, 0.0f, 0.05f, rng);
+  TempDir good, bad;
+  Fixture clean = f;
+  clean.erase("lm_head.scales");
+  clean.erase("lm_head.biases");
+  write_fixture(good.path, clean);
+  const Checkpoint c = Checkpoint::open(good.path.string());
+  EXPECT_FALSE(c.lm_head().quantized);
+  write_fixture(bad.path, f);
+  expect_refused(bad.path, {"lm_head.scales", "says false"}, LoadOptions{.strict = false});
+}
+
 TEST(Loader, RefusesTiedHeadThatIsPresent) {
   expect_change_refused(valid(), [](Fixture& f) { f.config["tie_word_embeddings"] = true; },
                         {"lm_head.weight", "tie_word_embeddings"});

@@ -21,8 +21,9 @@
 //
 // Nothing here depends on how many rows are computed together, on the cache's length or on any
 // key past p: a verify row at position p + j equals the decode step at p + j byte for byte.
-// K and V are the stored cache values widened exactly (load_f32). Non-finite scores give NaN
-// outputs (stored canonically). On the GPU: a thread (or 8 lanes with 3 shuffles) per key for
+// K and V are the stored cache values widened exactly (load_f32). A NaN or +inf score makes the
+// row's outputs NaN (stored canonically); a -inf score gets weight 0 unless its whole chunk is
+// -inf (then NaN). On the GPU: a thread (or 8 lanes with 3 shuffles) per key for
 // the score, with 8 independent fma chains fed by one 16-byte load of 8 bf16 dims; a thread per
 // output dim for o_c; chunks may be computed in parallel (split-KV over absolute chunks) and
 // their (m_c, l_c, o_c) folded afterwards in increasing c.

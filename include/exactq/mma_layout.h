@@ -3,9 +3,8 @@
 // with 16-byte loads, and every warp-wide load reads 512 contiguous bytes.
 //
 // Why: qmv_mma reads, per warp, 16 rows at a time. In MLX's row-major layout those are 16 row
-// streams; copied through a shared-memory ring they read at ~80 % of a streaming read at best
-// (docs/benchmark_results/2026-12-03-h200-session8.md §2), while register loads stream at
-// 90-100 %. The fragment layout makes each lane's 16 bytes the exact words it feeds the mma.
+// streams; copied through a shared-memory ring they read at ~80 % of a streaming read at best on
+// the H200, while register loads stream at 90-100 %. The fragment layout makes each lane's 16 bytes the exact words it feeds the mma.
 //
 // The one definition (the CPU conversion and the CUDA kernel both use these functions):
 // - Rows go in tasks of 16 (the mma's M); N is padded up to a multiple of 16 with zero rows.
@@ -39,7 +38,7 @@ inline constexpr int kPieceBytes = 16;     // one lane's load
 inline constexpr int kPieceWarpBytes = kLanes * kPieceBytes;  // 512: one warp-wide load
 // Bytes of a row per round at 4 and 8 bits: 128 (8 chunks at 4 bits, 4 at 8 bits). 64-byte rounds
 // (4 chunks at 4 bits) measured 2x slower where few warps have tasks: a round's 2 groups gave a
-// lone warp too little independent work between the round loop's branches (session 8 §4). So
+// lone warp too little independent work between the round loop's branches. So
 // 2-6 bits keep 4 bits' 8 chunks per round (32 * bits bytes), whatever their byte count.
 inline constexpr int kRoundRowBytes = 128;
 

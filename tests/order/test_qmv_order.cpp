@@ -1,4 +1,4 @@
-// The exact integer chunk dot of decision 0003 (src/order/qmv.h, exact_*), before any kernel
+// The exact integer chunk dot (docs/design.md §3.1; src/order/qmv.h, exact_*), before any kernel
 // computes qmv with it. Each function is checked bitwise against an oracle written here in double
 // arithmetic, which holds every intermediate exactly (a float times a power of two, a 36-bit
 // integer): the scaling and its rounding to an integer, the digits, and the chunk value's two

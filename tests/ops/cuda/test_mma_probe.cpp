@@ -1,11 +1,10 @@
-// Decision 0002 rests on this: a column of an mma.sync.m16n8k16 result depends only on its own
+// qmv_mma's width invariance (docs/design.md §5b) rests on this: a column of an mma.sync.m16n8k16 result depends only on its own
 // column of B, so the batch on the n dimension cannot change one vector's bits. Checked for bf16
 // (already seen on the H200, gpu-anchors.md) and for f16, on random data, for each of the 8
 // columns in turn (trial t probes column t % 8; qmv_mma puts vectors in every column). The
 // negative control flips the sign of the probed column's largest element, and that column's
-// output must then move. (It once
-// flipped one ulp of a random element; a small element's ulp can vanish below the last bit of a
-// 4096-term sum, and one fresh seed in session 9 drew such a case.)
+// output must then move. (Flipping one ulp of a random element would not do: a small element's
+// ulp can vanish below the last bit of a 4096-term sum, and fresh seeds do draw such cases.)
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -247,27 +247,25 @@ void add_bench_command(CLI::App& app, int& exit_code) {
     bool overlap_launch = false;
   };
   auto a = std::make_shared<Args>();
-  cmd->add_option("--backend", a->backend, "cpu, cuda or auto")->capture_default_str();
-  cmd->add_option("--shapes", a->shapes, "comma-separated presets or NxK (N output rows, K reduction)")->capture_default_str();
-  cmd->add_option("--m", a->ms, "widths: a range 1-16 or a list 1,2,4")->capture_default_str();
-  cmd->add_option("--kernels", a->kernels, "comma-separated kernels")->capture_default_str();
-  cmd->add_option("--bits", a->bits, "2, 3, 4, 5, 6 or 8")->transform(decimal_integer())->capture_default_str();
-  cmd->add_option("--group", a->group, "32, 64 or 128")->transform(decimal_integer())->capture_default_str();
-  cmd->add_option("--dtype", a->dtype, "f32, f16 or bf16")->capture_default_str();
-  cmd->add_option("--repeats", a->repeats, "timed launches per point (0 = backend default)")->transform(decimal_integer())->capture_default_str();
-  cmd->add_option("--sustain", a->sustain,
-                  "seconds of untimed launches of each point before it is timed (clocks and power settle, as in "
-                  "continuous use; 0 to 60)")
-      ->capture_default_str();
-  cmd->add_option("--vmax", a->vmax, "qmv_streamed: vectors per weight pass")->transform(decimal_integer())->capture_default_str();
-  cmd->add_option("--threads", a->threads, "CPU threads (0 = all)")->transform(decimal_integer())->capture_default_str();
+  add_text_option(cmd, "--backend", a->backend, "cpu, cuda or auto");
+  add_text_option(cmd, "--shapes", a->shapes, "comma-separated presets or NxK (N output rows, K reduction)");
+  add_text_option(cmd, "--m", a->ms, "widths: a range 1-16 or a list 1,2,4");
+  add_text_option(cmd, "--kernels", a->kernels, "comma-separated kernels");
+  add_integer_option(cmd, "--bits", a->bits, "2, 3, 4, 5, 6 or 8");
+  add_integer_option(cmd, "--group", a->group, "32, 64 or 128");
+  add_text_option(cmd, "--dtype", a->dtype, "f32, f16 or bf16");
+  add_integer_option(cmd, "--repeats", a->repeats, "timed launches per point (0 = backend default)");
+  add_seconds_option(cmd, "--sustain", a->sustain,
+                     "seconds of untimed launches of each point before it is timed (clocks and power settle, as in "
+                     "continuous use; 0 to 60)");
+  add_integer_option(cmd, "--vmax", a->vmax, "qmv_streamed: vectors per weight pass");
+  add_integer_option(cmd, "--threads", a->threads, "CPU threads (0 = all)");
   cmd->add_flag("--overlap-launch", a->overlap_launch,
                 "CUDA qmv, qmv_streamed: programmatic dependent launches (weights read before the previous kernel ends)");
-  cmd->add_option("--mma-layout", a->mma_layout, "qmv_mma's weights: fragments (converted at load) or mlx")
-      ->capture_default_str();
-  cmd->add_option("--json", a->json, "write the results as JSON");
-  cmd->add_option("--markdown", a->markdown, "write the results as a markdown table");
-  cmd->add_option("--plot", a->plot, "write GB/s versus M per kernel as SVG");
+  add_text_option(cmd, "--mma-layout", a->mma_layout, "qmv_mma's weights: fragments (converted at load) or mlx");
+  add_path_option(cmd, "--json", a->json, "write the results as JSON");
+  add_path_option(cmd, "--markdown", a->markdown, "write the results as a markdown table");
+  add_path_option(cmd, "--plot", a->plot, "write GB/s versus M per kernel as SVG");
   cmd->callback([a, &exit_code] {
     BenchConfig c;
     c.shapes = parse_shapes(a->shapes);
@@ -289,9 +287,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
     options.overlap_launch = a->overlap_launch;
     c.options = options;
     c.mma_layout = parse_mma_layout(a->mma_layout);
-    if (!a->json.empty()) check_writable(a->json, "--json");
-    if (!a->markdown.empty()) check_writable(a->markdown, "--markdown");
-    if (!a->plot.empty()) check_writable(a->plot, "--plot");
+    check_outputs({{"--json", a->json}, {"--markdown", a->markdown}, {"--plot", a->plot}});
     auto backend = bench::make_timer(a->backend, options);
     fmt::print("exactq bench on {}\n", backend->description());
     const nlohmann::json r = run_bench(c, *backend);

@@ -1,14 +1,18 @@
 #include "cli_common.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
-#include <chrono>
+#include <cstring>
 #include <filesystem>
-#include <cmath>
-#include <random>
+#include <fstream>
+#include <optional>
+#include <regex>
+#include <set>
 #include <stdexcept>
-#include <thread>
 
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -40,10 +44,11 @@ std::vector<std::string_view> split(std::string_view s, char sep) {
 
 }  // namespace
 
-CLI::Validator decimal_integer() {
+CLI::Validator decimal_integer(std::int64_t lo, std::int64_t hi) {
   return CLI::Validator(
-      [](std::string& text) -> std::string {
-        const std::size_t sign = !text.empty() && (text[0] == '-' || text[0] == '+') ? 1 : 0;
+      [lo, hi](std::string& text) -> std::string {
+        if (text.empty()) return "empty value";
+        const std::size_t sign = text[0] == '-' || text[0] == '+' ? 1 : 0;
         const std::string digits = text.substr(sign);
         if (digits.empty() || !std::all_of(digits.begin(), digits.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
           return fmt::format("'{}' is not a base-10 integer", text);
@@ -51,12 +56,44 @@ CLI::Validator decimal_integer() {
         const std::string normal = (text[0] == '-' ? "-" : "") + digits.substr(first);
         std::int64_t value = 0;
         const auto [end, ec] = std::from_chars(normal.data(), normal.data() + normal.size(), value);
-        if (ec != std::errc() || end != normal.data() + normal.size())
-          return fmt::format("'{}' is out of the 64-bit integer range", text);
+        if (ec != std::errc() || end != normal.data() + normal.size() || value < lo || value > hi)
+          return fmt::format("'{}' is out of range [{}, {}]", text, lo, hi);
         text = normal;
         return {};
       },
-      "INT", "decimal");
+      "", "decimal");
+}
+
+namespace {
+
+CLI::Validator non_empty(std::string message) {
+  return CLI::Validator([message](std::string& text) { return text.empty() ? message : std::string(); }, "", "non-empty");
+}
+
+// Seconds as a decimal number (2, 0.5, 1e-2): strtod alone would also take 0x10 (16) and inf.
+CLI::Validator decimal_number() {
+  static const std::regex decimal(R"([+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?)");
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (text.empty()) return "empty value";
+        if (!std::regex_match(text, decimal)) return fmt::format("'{}' is not a decimal number", text);
+        return {};
+      },
+      "", "decimal number");
+}
+
+}  // namespace
+
+CLI::Option* add_text_option(CLI::App* cmd, const std::string& name, std::string& value, const std::string& description) {
+  return cmd->add_option(name, value, description)->check(non_empty("empty value"))->capture_default_str();
+}
+
+CLI::Option* add_path_option(CLI::App* cmd, const std::string& name, std::string& path, const std::string& description) {
+  return cmd->add_option(name, path, description)->check(non_empty("empty path"));
+}
+
+CLI::Option* add_seconds_option(CLI::App* cmd, const std::string& name, double& value, const std::string& description) {
+  return cmd->add_option(name, value, description)->transform(decimal_number())->capture_default_str();
 }
 
 void check_threads(int threads) {
@@ -64,25 +101,137 @@ void check_threads(int threads) {
     bad(fmt::format("--threads {} is out of range [0, {}] (0: all hardware threads)", threads, kMaxThreads));
 }
 
-void check_writable(const std::string& path, std::string_view option) {
+namespace {
+
+std::string_view file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+void check_existing_output(const struct stat& st, const std::string& path, std::string_view option) {
+  if (!S_ISREG(st.st_mode))
+    bad(fmt::format("{}: '{}' is {}; results are written to a regular file", option, path, file_kind(st.st_mode)));
+  if (access(path.c_str(), W_OK) != 0)
+    bad(fmt::format("{}: '{}' cannot be written ({})", option, path, std::strerror(errno)));
+}
+
+// A name that does not exist yet: its folder must exist and be writable, and the name must fit the
+// file system there (open would fail with ENAMETOOLONG only after the run).
+void check_new_output(const std::string& path, std::string_view option) {
   namespace fs = std::filesystem;
   const fs::path file(path);
-  if (path.empty() || (fs::exists(file) && fs::is_directory(file)))
-    bad(fmt::format("{}: '{}' is not a file name", option, path));
-  const fs::path folder = file.has_parent_path() ? file.parent_path() : fs::path(".");
-  if (!fs::is_directory(folder)) bad(fmt::format("{}: the folder of '{}' does not exist", option, path));
-  if (access((fs::exists(file) ? file : folder).c_str(), W_OK) != 0)
-    bad(fmt::format("{}: '{}' cannot be written (no write permission)", option, path));
+  const std::string name = file.filename().string();
+  if (name.empty() || name == "." || name == "..") bad(fmt::format("{}: '{}' is not a file name", option, path));
+  const std::string folder = file.has_parent_path() ? file.parent_path().string() : ".";
+  struct stat st {};
+  if (stat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    bad(fmt::format("{}: the folder of '{}' does not exist", option, path));
+  if (access(folder.c_str(), W_OK | X_OK) != 0)
+    bad(fmt::format("{}: '{}' cannot be created ({})", option, path, std::strerror(errno)));
+  const long name_max = pathconf(folder.c_str(), _PC_NAME_MAX);
+  if (name_max > 0 && name.size() > std::size_t(name_max))
+    bad(fmt::format("{}: '{}' cannot be created: its name has {} bytes, the file system allows {}", option, path,
+                    name.size(), name_max));
 }
+
+}  // namespace
+
+void check_writable(const std::string& path, std::string_view option) {
+  if (path.empty()) bad(fmt::format("{}: empty path", option));
+  struct stat st {};
+  if (stat(path.c_str(), &st) == 0) return check_existing_output(st, path, option);
+  if (errno != ENOENT) bad(fmt::format("{}: '{}' cannot be used ({})", option, path, std::strerror(errno)));
+  check_new_output(path, option);
+}
+
+void check_outputs(const std::vector<OutputFile>& files) {
+  namespace fs = std::filesystem;
+  std::vector<std::pair<fs::path, std::string_view>> seen;  // resolved path, option
+  for (const OutputFile& f : files) {
+    if (f.path.empty()) continue;
+    check_writable(f.path, f.option);
+    std::error_code ec;
+    const fs::path resolved = fs::weakly_canonical(fs::absolute(f.path), ec);
+    for (const auto& [other, option] : seen)
+      if (!ec && resolved == other) bad(fmt::format("{}: '{}' is also the {} file", f.option, f.path, option));
+    seen.emplace_back(resolved, f.option);
+  }
+}
+
+namespace {
+
+// The number in a "Key:   1234 kB" line of a /proc file, in bytes.
+std::optional<double> proc_kb_field(const char* file, std::string_view key) {
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);)
+    if (line.size() > key.size() && line.compare(0, key.size(), key) == 0 && line[key.size()] == ':')
+      return std::strtod(line.c_str() + key.size() + 1, nullptr) * 1024.0;
+  return std::nullopt;
+}
+
+// A cgroup v2 file holding one number ("max", an absent file: none).
+std::optional<double> cgroup_number(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  std::string word;
+  if (!(in >> word) || word == "max") return std::nullopt;
+  return std::strtod(word.c_str(), nullptr);
+}
+
+// The least headroom (memory.max less memory.current) of this process's cgroup and its parents.
+std::optional<double> cgroup_headroom() {
+  std::ifstream in("/proc/self/cgroup");
+  std::string line, own;
+  while (std::getline(in, line))
+    if (line.rfind("0::", 0) == 0) own = line.substr(3);
+  std::optional<double> least;
+  for (std::filesystem::path dir = std::filesystem::path("/sys/fs/cgroup") / std::filesystem::path(own).relative_path();;
+       dir = dir.parent_path()) {
+    if (const auto limit = cgroup_number(dir / "memory.max")) {
+      const double headroom = std::max(0.0, *limit - cgroup_number(dir / "memory.current").value_or(0.0));
+      least = std::min(least.value_or(headroom), headroom);
+    }
+    if (dir == "/sys/fs/cgroup" || !dir.has_parent_path()) break;
+  }
+  return least;
+}
+
+// A resource limit less what this process holds of it already (a /proc/self/status field).
+std::optional<double> rlimit_headroom(int resource, std::string_view status_key) {
+  struct rlimit limit {};
+  if (getrlimit(resource, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return std::nullopt;
+  return std::max(0.0, double(limit.rlim_cur) - proc_kb_field("/proc/self/status", status_key).value_or(0.0));
+}
+
+struct Available {
+  double bytes;
+  std::string_view source;
+};
+
+std::optional<Available> available_memory() {
+  std::optional<Available> least;
+  auto consider = [&](std::optional<double> bytes, std::string_view source) {
+    if (bytes && (!least || *bytes < least->bytes)) least = Available{*bytes, source};
+  };
+  consider(proc_kb_field("/proc/meminfo", "MemAvailable"), "MemAvailable");
+  consider(cgroup_headroom(), "the cgroup memory limit");
+  consider(rlimit_headroom(RLIMIT_AS, "VmSize"), "RLIMIT_AS");
+  consider(rlimit_headroom(RLIMIT_DATA, "VmData"), "RLIMIT_DATA");
+  return least;
+}
+
+}  // namespace
 
 void check_host_memory(std::int64_t n, std::int64_t k, std::int64_t m, std::string_view what) {
   const double need = double(n) * double(k) * 5.0 + double(m) * double(k) * 8.0 + double(m) * double(n) * 32.0;
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  if (pages <= 0 || page <= 0) return;  // unknown: let the allocation decide
-  const double have = double(pages) * double(page);
-  if (need > have)
-    bad(fmt::format("{}: {}x{} with M = {} needs about {:.1f} GB of host memory; this machine has {:.1f} GB", what, n, k,
-                    m, need / 1e9, have / 1e9));
+  const auto have = available_memory();
+  if (!have) return;  // nothing known: let the allocation decide
+  if (need > have->bytes)
+    bad(fmt::format("{}: {}x{} with M = {} needs about {:.1f} GB of host memory; about {:.1f} GB is available ({})",
+                    what, n, k, m, need / 1e9, have->bytes / 1e9, have->source));
 }
 
 WeightLayout parse_mma_layout(std::string_view text) {
@@ -137,17 +286,52 @@ std::vector<Shape> parse_shapes(std::string_view text) {
   return out;
 }
 
+namespace {
+
+struct Range {
+  std::int64_t lo = 0, hi = 0;
+  bool is_range = false;
+};
+
+// "a-b" (a dash after the first character, so "-3" is a value) or "a".
+Range parse_range(std::string_view item, std::string_view what) {
+  const auto dash = item.find('-', 1);
+  if (dash == std::string_view::npos) {
+    const std::int64_t v = parse_int(item, what);
+    return {v, v, false};
+  }
+  const Range r{parse_int(item.substr(0, dash), what), parse_int(item.substr(dash + 1), what), true};
+  if (r.lo > r.hi) bad(fmt::format("{}: range '{}' is reversed (the first value must not exceed the last)", what, item));
+  return r;
+}
+
+// Refuses `item` where its values would take the list past kMaxListItems, counted before any is
+// added (the span of a range is taken in unsigned arithmetic: no overflow for any int64 ends).
+void check_room(const Range& r, std::string_view item, std::size_t before, std::string_view what) {
+  const std::uint64_t span = std::uint64_t(r.hi) - std::uint64_t(r.lo);  // items - 1
+  if (span < kMaxListItems - before) return;
+  const std::string count = span == UINT64_MAX ? "18446744073709551616" : std::to_string(span + 1);
+  if (!r.is_range) bad(fmt::format("{}: '{}' is one more than the {} items a list may hold", what, item, kMaxListItems));
+  if (before == 0) bad(fmt::format("{}: range '{}' has {} items; a list may hold at most {}", what, item, count, kMaxListItems));
+  bad(fmt::format("{}: range '{}' has {} items; with the {} before it, more than the {} a list may hold", what, item, count,
+                  before, kMaxListItems));
+}
+
+}  // namespace
+
 std::vector<std::int64_t> parse_int_list(std::string_view text, std::string_view what) {
+  if (text.empty()) bad(fmt::format("{}: empty value", what));
   std::vector<std::int64_t> out;
+  std::set<std::int64_t> seen;
   for (std::string_view item : split(text, ',')) {
-    const auto dash = item.find('-');
-    if (dash != std::string_view::npos && dash > 0) {
-      const std::int64_t lo = parse_int(item.substr(0, dash), what), hi = parse_int(item.substr(dash + 1), what);
-      if (lo > hi) bad(fmt::format("{}: range '{}' is empty", what, item));
-      if (hi - lo > 100000) bad(fmt::format("{}: range '{}' is too long", what, item));
-      for (std::int64_t v = lo; v <= hi; ++v) out.push_back(v);
-    } else {
-      out.push_back(parse_int(item, what));
+    if (item.empty()) bad(fmt::format("{}: empty item in '{}'", what, text));
+    const Range r = parse_range(item, what);
+    check_room(r, item, out.size(), what);
+    // Counted up by offset so that the loop never steps past hi (hi may be the int64 maximum).
+    for (std::int64_t offset = 0; offset <= r.hi - r.lo; ++offset) {
+      const std::int64_t v = r.lo + offset;
+      if (!seen.insert(v).second) bad(fmt::format("{}: {} given twice", what, v));
+      out.push_back(v);
     }
   }
   return out;
@@ -176,20 +360,19 @@ std::string bytes_digest(std::span<const std::byte> bytes) {
   return fmt::format("{:016x}", h);
 }
 
-}  // namespace exactq::cli
-
-#include <fstream>
-
-namespace exactq::cli {
-
 void write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  if (!out) throw std::runtime_error(fmt::format("cannot open '{}' for writing", path));
-  out << text;
-  if (!out) throw std::runtime_error(fmt::format("cannot write '{}'", path));
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw std::runtime_error(fmt::format("could not write '{}': cannot open it ({})", path, std::strerror(errno)));
+  errno = 0;
+  out.write(text.data(), std::streamsize(text.size()));
+  out.flush();
+  out.close();  // a short text reaches the file only here: check after it
+  if (!out)
+    throw std::runtime_error(fmt::format("could not write '{}' ({} bytes): {}; the run finished, its results are not "
+                                         "in that file",
+                                         path, text.size(), errno ? std::strerror(errno) : "the stream failed"));
 }
 
 void write_json(const std::string& path, const nlohmann::json& j) { write_text(path, j.dump(2) + "\n"); }
-
 
 }  // namespace exactq::cli

@@ -1,8 +1,10 @@
 // Shared pieces of the exactq CLI: option parsing and checks, shape presets, byte comparison, output files.
 #pragma once
 
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>
@@ -24,20 +26,40 @@ inline constexpr int kExitFailed = 1;
 inline constexpr int kExitUsage = 2;
 inline constexpr int kExitInconclusive = 3;
 
-// Integer options read in base 10 only: CLI11 reads a leading 0 as octal and 0x as hex, so
-// `--n 010` would run N = 8. `cmd->add_option(...)->transform(decimal_integer())` rejects anything
-// but an optional sign and digits (leading zeros are dropped, not read as octal) and values outside
-// int64, naming the text given.
-CLI::Validator decimal_integer();
+// Options. Every value is checked where CLI11 reads it, before any command runs, so a bad value
+// exits 2 with a message naming the option: an explicit empty value is refused (`--json ''` is
+// never taken as "not given"); integers are base 10 (CLI11 alone reads 010 as octal and 0x20 as
+// hex) and must fit the variable they land in (an int option never wraps); seconds are decimal.
+// Every option of the CLI that takes a value is added through one of these.
+template <std::integral T>
+CLI::Option* add_integer_option(CLI::App* cmd, const std::string& name, T& value, const std::string& description);
+CLI::Option* add_text_option(CLI::App* cmd, const std::string& name, std::string& value, const std::string& description);
+// An output file: refused when empty ("empty path"); check_writable before the work.
+CLI::Option* add_path_option(CLI::App* cmd, const std::string& name, std::string& path, const std::string& description);
+CLI::Option* add_seconds_option(CLI::App* cmd, const std::string& name, double& value, const std::string& description);
+
+// Base-10 integers in [lo, hi]: an optional sign and digits (leading zeros dropped, not read as
+// octal), naming the text given otherwise. A transform: it normalizes the text for CLI11.
+CLI::Validator decimal_integer(std::int64_t lo, std::int64_t hi);
 // --threads: 0 (all hardware threads) to kMaxThreads; throws std::invalid_argument otherwise.
 void check_threads(int threads);
-// Throws std::invalid_argument naming `option` and `path` where a result file could not be written
-// there (its folder missing or read-only, or the file read-only), so a long run does not fail at
-// its end. Creates nothing.
+// Throws std::invalid_argument naming `option` and `path` unless `path` can be written as a
+// regular file: an existing regular file with write permission, or a new name of legal length in
+// a writable folder. A FIFO, a directory or a device (/dev/full, /dev/null) is refused without
+// being opened (opening a FIFO for writing waits for a reader). Creates nothing.
 void check_writable(const std::string& path, std::string_view option);
+struct OutputFile {
+  std::string_view option;  // "--json"
+  std::string path;         // "" where the option was not given
+};
+// check_writable on every given file, and no file named by two options (the later write would
+// replace the earlier).
+void check_outputs(const std::vector<OutputFile>& files);
 // Throws std::invalid_argument, naming the sizes, where a random problem of N x K with M vectors
-// would need more host memory than this machine has (the float weights before quantization, the
-// packed matrix, the activations and a few output blocks), instead of failing in an allocation.
+// would need more host memory than this process can get (the float weights before quantization,
+// the packed matrix, the activations and a few output blocks): the least of MemAvailable, the
+// cgroup memory limits above this process less their use, and RLIMIT_AS / RLIMIT_DATA less what
+// is mapped already. Refused here, a size fails in words instead of in an allocation.
 void check_host_memory(std::int64_t n, std::int64_t k, std::int64_t m, std::string_view what);
 
 // "fragments" or "mlx" (--mma-layout); throws std::invalid_argument otherwise.
@@ -57,7 +79,11 @@ struct Preset {
 const std::vector<Preset>& presets();
 // "PRESET" or "NxK" items separated by commas. Throws std::invalid_argument on a bad item.
 std::vector<Shape> parse_shapes(std::string_view text);
-// "1-16", "1,2,4,8" or "3". Throws std::invalid_argument.
+// The most items a --seeds or --m list may hold: more than any run needs (widths stop at 4096),
+// few enough that a typo such as 1-1000000000 is refused instead of filling memory.
+inline constexpr std::size_t kMaxListItems = 4096;
+// "1-16", "1,2,4,8" or "3", each value once, at most kMaxListItems values. Throws
+// std::invalid_argument naming `what` and the item (a reversed or too long range, a repeat).
 std::vector<std::int64_t> parse_int_list(std::string_view text, std::string_view what);
 std::vector<Kernel> parse_kernels(std::string_view text);
 
@@ -66,7 +92,21 @@ std::int64_t differing_bytes(std::span<const std::byte> a, std::span<const std::
 // from their bench JSON (a change meant to keep the bits must keep every digest).
 std::string bytes_digest(std::span<const std::byte> bytes);
 
-// Writes JSON to a file; throws std::runtime_error naming the path when it cannot.
+// Write a result file; throw std::runtime_error naming the path where any part of it could not be
+// written, the failure of the final flush and close included (a short text reaches the file only
+// then).
 void write_json(const std::string& path, const nlohmann::json& j);
 void write_text(const std::string& path, const std::string& text);
+
+template <std::integral T>
+CLI::Option* add_integer_option(CLI::App* cmd, const std::string& name, T& value, const std::string& description) {
+  static_assert(sizeof(T) <= sizeof(std::int64_t), "decimal_integer reads int64");
+  const std::int64_t hi = std::uint64_t(std::numeric_limits<T>::max()) > std::uint64_t(INT64_MAX)
+                              ? INT64_MAX
+                              : std::int64_t(std::numeric_limits<T>::max());
+  return cmd->add_option(name, value, description)
+      ->transform(decimal_integer(std::int64_t(std::numeric_limits<T>::min()), hi))
+      ->capture_default_str();
+}
+
 }  // namespace exactq::cli

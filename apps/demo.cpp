@@ -14,8 +14,8 @@ void add_demo_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("demo", "The main job: parity on realistic shapes, then a benchmark, on the backend present");
   auto backend_name = std::make_shared<std::string>("auto");
   auto threads = std::make_shared<int>(0);
-  cmd->add_option("--backend", *backend_name, "cpu, cuda or auto (cuda when a GPU is usable)")->capture_default_str();
-  cmd->add_option("--threads", *threads, "CPU threads (0 = all)")->transform(decimal_integer())->capture_default_str();
+  add_text_option(cmd, "--backend", *backend_name, "cpu, cuda or auto (cuda when a GPU is usable)");
+  add_integer_option(cmd, "--threads", *threads, "CPU threads (0 = all)");
   cmd->callback([backend_name, threads, &exit_code] {
     check_threads(*threads);
     QmvOptions options;

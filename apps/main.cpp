@@ -2,8 +2,13 @@
 //   demo    the main job: parity and a benchmark on the backend present (the README's first command)
 //   parity  block vs chain byte parity with a negative control
 //   bench   timing against a same-run read ceiling
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <new>
+#include <string_view>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -14,17 +19,27 @@
 #include "make_model.h"
 #include "parity.h"
 
-int main(int argc, char** argv) {
-  using namespace exactq::cli;
-  CLI::App app{"exactq: width-invariant quantized mat-vec (MLX affine format) on CUDA and CPU"};
-  app.require_subcommand(1);
-  int exit_code = 0;
-  add_demo_command(app, exit_code);
-  add_parity_command(app, exit_code);
-  add_bench_command(app, exit_code);
-  add_make_model_command(app, exit_code);
-  add_convert_command(app, exit_code);
-  add_inspect_command(app, exit_code);
+namespace {
+
+using namespace exactq::cli;
+
+// An error on stderr, after what the run printed on stdout so far (a captured 2>&1 log keeps the order).
+int report(int code, std::string_view message) {
+  std::fflush(stdout);
+  fmt::print(stderr, "exactq: error: {}\n", message);
+  return code;
+}
+
+// The report on stdout is the product of a run: where it could not be written (a full disk,
+// /dev/full), the run says so instead of exiting 0 with the report lost in the stream's buffer.
+bool stdout_written() {
+  if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return true;
+  fmt::print(stderr, "exactq: error: could not write the standard output ({})\n", std::strerror(errno));
+  return false;
+}
+
+// Parses and runs the subcommand (its callback); the exit status.
+int parse_and_run(CLI::App& app, int argc, char** argv, const int& exit_code) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -35,11 +50,30 @@ int main(int argc, char** argv) {
     app.exit(e);
     return kExitUsage;
   } catch (const std::invalid_argument& e) {
-    fmt::print(stderr, "exactq: error: {}\n", e.what());
-    return kExitUsage;
+    return report(kExitUsage, e.what());
+  } catch (const std::bad_alloc&) {
+    // The pre-checks bound the problem, not every buffer of a run (e.g. bench's read-ceiling buffer).
+    return report(kExitFailed,
+                  "out of memory: an allocation failed during the run; use a smaller shape or fewer vectors, or "
+                  "give the process more memory");
   } catch (const std::exception& e) {
-    fmt::print(stderr, "exactq: error: {}\n", e.what());
-    return kExitFailed;
+    return report(kExitFailed, e.what());
   }
   return exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"exactq: width-invariant quantized mat-vec (MLX affine format) on CUDA and CPU"};
+  app.require_subcommand(1);
+  int exit_code = 0;
+  add_demo_command(app, exit_code);
+  add_parity_command(app, exit_code);
+  add_bench_command(app, exit_code);
+  add_make_model_command(app, exit_code);
+  add_convert_command(app, exit_code);
+  add_inspect_command(app, exit_code);
+  const int code = parse_and_run(app, argc, argv, exit_code);
+  return stdout_written() ? code : std::max(code, kExitFailed);
 }

@@ -249,23 +249,22 @@ void add_parity_command(CLI::App& app, int& exit_code) {
     bool overlap_launch = false;
   };
   auto args = std::make_shared<Args>();
-  cmd->add_option("--backend", args->backend, "cpu, cuda or auto")->capture_default_str();
-  cmd->add_option("--against", args->against, "also compare every output byte with this backend's mirror (cpu)");
-  cmd->add_option("--kernels", args->kernels, "comma-separated: qmv, qmv_streamed, qmv_wide")->capture_default_str();
-  cmd->add_option("--n", args->n, "output rows N")->transform(decimal_integer())->capture_default_str();
-  cmd->add_option("--k", args->k, "reduction size K (a multiple of the group)")->transform(decimal_integer())->capture_default_str();
-  cmd->add_option("--bits", args->bits, "2, 3, 4, 5, 6 or 8")->transform(decimal_integer())->capture_default_str();
-  cmd->add_option("--group", args->group, "32, 64 or 128")->transform(decimal_integer())->capture_default_str();
-  cmd->add_option("--dtype", args->dtype, "f32, f16 or bf16 (activations, scales, biases, outputs)")->capture_default_str();
-  cmd->add_option("--m-max", args->m_max, "blocks of M = 1..m-max vectors")->transform(decimal_integer())->capture_default_str();
-  cmd->add_option("--seeds", args->seeds, "comma-separated seeds (or a range a-b)")->capture_default_str();
-  cmd->add_option("--vmax", args->vmax, "qmv_streamed: vectors per weight pass")->transform(decimal_integer())->capture_default_str();
-  cmd->add_option("--threads", args->threads, "CPU threads (0 = all)")->transform(decimal_integer())->capture_default_str();
+  add_text_option(cmd, "--backend", args->backend, "cpu, cuda or auto");
+  add_text_option(cmd, "--against", args->against, "also compare every output byte with this backend's mirror (cpu)");
+  add_text_option(cmd, "--kernels", args->kernels, "comma-separated: qmv, qmv_streamed, qmv_wide, qmv_mma");
+  add_integer_option(cmd, "--n", args->n, "output rows N");
+  add_integer_option(cmd, "--k", args->k, "reduction size K (a multiple of the group)");
+  add_integer_option(cmd, "--bits", args->bits, "2, 3, 4, 5, 6 or 8");
+  add_integer_option(cmd, "--group", args->group, "32, 64 or 128");
+  add_text_option(cmd, "--dtype", args->dtype, "f32, f16 or bf16 (activations, scales, biases, outputs)");
+  add_integer_option(cmd, "--m-max", args->m_max, "blocks of M = 1..m-max vectors");
+  add_text_option(cmd, "--seeds", args->seeds, "comma-separated seeds (or a range a-b)");
+  add_integer_option(cmd, "--vmax", args->vmax, "qmv_streamed: vectors per weight pass");
+  add_integer_option(cmd, "--threads", args->threads, "CPU threads (0 = all)");
   cmd->add_flag("--overlap-launch", args->overlap_launch,
                 "CUDA qmv, qmv_streamed: programmatic dependent launches (weights read before the previous kernel ends)");
-  cmd->add_option("--mma-layout", args->mma_layout, "qmv_mma's weights: fragments (converted at load) or mlx")
-      ->capture_default_str();
-  cmd->add_option("--json", args->json, "write the full results as JSON to this file");
+  add_text_option(cmd, "--mma-layout", args->mma_layout, "qmv_mma's weights: fragments (converted at load) or mlx");
+  add_path_option(cmd, "--json", args->json, "write the full results as JSON to this file");
   cmd->callback([args, &exit_code] {
     ParityConfig c;
     c.backend = args->backend;
@@ -292,7 +291,7 @@ void add_parity_command(CLI::App& app, int& exit_code) {
     validate_shape(c.n, c.k, c.bits, c.group);
     if (c.m_max < 1 || c.m_max > 4096)
       throw std::invalid_argument(fmt::format("--m-max {} is out of range [1, 4096]", c.m_max));
-    if (!args->json.empty()) check_writable(args->json, "--json");
+    check_outputs({{"--json", args->json}});
     c.mma_layout = parse_mma_layout(args->mma_layout);
     auto backend = make_backend(c.backend, c.options);
     std::unique_ptr<Backend> reference;

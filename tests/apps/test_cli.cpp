@@ -3,8 +3,6 @@
 // the shape is too small for the negative control to fire, and a JSON report via --json.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -16,41 +14,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "apps/cli_runner.h"
 #include "test_util.h"
 
 namespace exactq::test {
 namespace {
-
-struct Outcome {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-Outcome run_cli(const std::string& args) {
-  const std::string command = std::string("'") + EXACTQ_CLI + "' " + args + " 2>&1";
-  Outcome o;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) {
-    ADD_FAILURE() << "popen failed for " << command;
-    return o;
-  }
-  char buffer[4096];
-  std::size_t got;
-  while ((got = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) o.output.append(buffer, got);
-  const int status = pclose(pipe);
-  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return o;
-}
-
-bool contains(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
-
-// A unique file name in the temp directory, removed when the object goes.
-struct TempFile {
-  std::filesystem::path path;
-  explicit TempFile(const std::string& stem)
-      : path(std::filesystem::temp_directory_path() / (stem + "-" + std::to_string(fresh_seed()) + ".json")) {}
-  ~TempFile() { std::filesystem::remove(path); }
-};
 
 TEST(Cli, ParityPassesOnValidShape) {
   // One fixed seed and one fresh one (the CLI's seeds must be non-negative 63-bit integers).
@@ -90,7 +58,7 @@ TEST(Cli, BadArgumentsExit2NamingTheValue) {
       {"bench --backend cpu --shapes 16x256 --m 1 --threads -1", "--threads -1"},
       {"bench --backend cpu --shapes 16x256 --m 1 --sustain -1", "--sustain -1"},
       {"bench --backend cpu --shapes 16x256 --m 1 --sustain 61", "--sustain 61"},
-      {"bench --backend cpu --shapes 16x256 --m 1 --sustain nan", "--sustain nan"},
+      {"bench --backend cpu --shapes 16x256 --m 1 --sustain nan", "--sustain: 'nan' is not a decimal number"},
       // qmv_wide alone would be a PASS that checked nothing.
       {"parity --kernels qmv_wide --n 64 --k 512", "no width-invariant kernel"},
       // Sizes the host cannot hold are refused before any allocation.
@@ -215,9 +183,6 @@ TEST(Cli, BenchSustainRunsEachPointFirst) {
   ASSERT_EQ(j["rows"].size(), 2u);
   EXPECT_GE(seconds, 2 * sustain) << "two points were timed, each after `sustain` seconds of untimed launches";
 }
-
-// The recovered fraction is the quotient where qmv_wide saves at least kMinWideSaving of qmv's
-// time, and absent elsewhere, on random timings either side of that line.
 
 }  // namespace
 }  // namespace exactq::test

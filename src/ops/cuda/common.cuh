@@ -37,7 +37,7 @@ inline constexpr int kWarps = kThreads / 32;
 // Code at stream bit S of a chunk held in 32-bit words, returned as the exact float q. The cheap
 // path ORs the masked bits under the exponent of 2^23 (one LOP3: 2^23 + q*2^s, exact because
 // q*2^s < 2^16) and removes both the 2^23 and the 2^s with one exact fma. No rounding happens
-// anywhere, so the result is the same float as float(q): the order of docs/design.md is untouched.
+// anywhere, so the result is the same float as float(q): no order of docs/design.md changes.
 inline constexpr std::uint32_t kMagic = 0x4B000000u;  // 2^23
 
 template <int BITS, int S>
@@ -145,7 +145,7 @@ void launch_overlapping(void (*kernel)(Params...), dim3 grid, int threads, std::
   EXACTQ_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
 }
 
-// ---- asynchronous copies into a shared-memory ring (qmv_mma) -------------------------------------
+// ---- asynchronous copies into a shared-memory ring (qmv_mma.cu) ----------------------------------
 // Bytes in flight decide the bandwidth of a streaming kernel (Little's law: ~4.6 TB/s times about
 // a microsecond of loaded HBM latency is several MB, tens of KB per SM). Held in registers they
 // cost occupancy; cp.async puts them in shared memory instead. 4, 8 or 16 bytes (16 bypasses L1:
@@ -174,17 +174,11 @@ __device__ __forceinline__ float widen_half(unsigned raw16, DType dtype) {
 }
 
 // Group parameters with the dtype known at compile time where speed needs it (PARAM = the
-// DType's value), or read at run time (PARAM = kRuntimeDtype), for kernels that amortise it.
+// DType's value), or read at run time (PARAM = kRuntimeDtype), for kernels that amortise it. In two
+// steps, for software pipelines: the raw bits now (load_param_bits), the value where it is used
+// (param_value). Widening right after a prefetch makes the warp wait for that load there, before
+// the work the prefetch was meant to overlap (in qmv it drew 30 % of the stall samples).
 inline constexpr int kRuntimeDtype = -1;
-template <int PARAM>
-__device__ __forceinline__ float load_param(const void* base, std::int64_t i, DType dtype) {
-  const DType t = PARAM == kRuntimeDtype ? dtype : DType(PARAM);
-  if (t == DType::f32) return static_cast<const float*>(base)[i];
-  return widen_half(static_cast<const unsigned short*>(base)[i], t);
-}
-// The same in two steps, for software pipelines: the raw bits now, the value where it is used.
-// Widening right after a prefetch makes the warp wait for that load there, before the work the
-// prefetch was meant to overlap (qmv: 30 % of its stall samples, ncu session 7).
 template <int PARAM>
 __device__ __forceinline__ std::uint32_t load_param_bits(const void* base, std::int64_t i, DType dtype) {
   const DType t = PARAM == kRuntimeDtype ? dtype : DType(PARAM);
@@ -220,7 +214,7 @@ EXACTQ_HD int ceil_div(std::int64_t a, std::int64_t b) { return int((a + b - 1) 
 
 // Largest tile of K (a multiple of 1024 values, at least 1024) whose f32 copy for V vectors,
 // plus `extra_per_value` floats per value, fits `budget` bytes of shared memory.
-inline int k_tile(std::int64_t k, int vectors, double extra_per_value, double budget = 96 * 1024) {
+inline int k_tile(std::int64_t k, int vectors, double extra_per_value, double budget) {
   int tile = int(budget / (vectors * 4.0 * (1.0 + extra_per_value)) / 1024) * 1024;
   tile = tile < 1024 ? 1024 : tile;
   const std::int64_t k_rounded = (k + 1023) / 1024 * 1024;

@@ -13,34 +13,42 @@ namespace exactq::cuda_detail {
 // Numerically irrelevant: rows are independent.
 inline constexpr int kFamilyRows = 4;
 
-// Shared memory a block may use: at 72 KB three blocks fit an SM (228 KB), so K up to 16384
-// is staged once per block at V = 1.
+// qmv's (V = 1) budget for x's tile: K up to 16384 is staged in one tile (at most 4.25 bytes a
+// value: 68 KB), and three blocks of it fit an H100's or H200's SM. A tuning value, not the
+// device's size: the tile decides how often x is restaged, never an order.
 inline constexpr double kFamilySharedBudget = 72 * 1024;
+// qmv's cap on a block's dynamic shared memory (x's tile and the split's park), at most the
+// device's per-block opt-in; qmv_streamed may take all of that.
+inline constexpr int kQmvMaxShared = 100 * 1024;
+// qmv's K split: a task of the last trip is shared by at most 4 warps (a divisor of the block's 8).
+inline constexpr int kQmvSplitMax = 4;
+// qmv at 4 bits with many trips per warp (at least kPrefetchMinTrips) requests each row's bytes
+// one round beyond the register prefetch into L2 (p.l2_prefetch_rounds). Gemma's head (31 trips)
+// 142.5 -> 140.3 us, Llama's head (15.2) 74.8 -> 74.1; with fewer trips it costs: 28672x8192
+// (3.4 trips) 35.9 -> 37.0, the 33-50 MB shapes (about 2) 1-3 %. Two rounds ahead were slower than
+// one everywhere. Between 3.4 and 15 trips the threshold is not measured.
+inline constexpr std::int64_t kPrefetchMinTrips = 8;
+inline constexpr int kPrefetchRounds = 1;
 
-#ifndef EXACTQ_QMV_SPLIT_MAX  // a -D knob for measuring: 1 turns the K split off
-#define EXACTQ_QMV_SPLIT_MAX 4
-#endif
-
-// The dynamic shared memory a family kernel may ask for: the device's per-block opt-in (227 KB on
-// the H200) for qmv_streamed, at most 100 KB for qmv.
-template <int V, int BITS = 0>
+// The dynamic shared memory a family kernel may ask for: the device's per-block opt-in for
+// qmv_streamed, at most kQmvMaxShared for qmv.
+template <int V>
 int family_max_shared() {
   const int per_block = shared_memory_limits().per_block;
-  return V > 1 || kAsyncStages<BITS, V> > 0 ? per_block : std::min(100 * 1024, per_block);
+  return V > 1 ? per_block : std::min(kQmvMaxShared, per_block);
 }
 
 // qmv_streamed (V > 1): x's tile takes the shared memory of the blocks per SM that the registers
 // allow (two up to V = 4, one from V = 5), at the bytes each value stages at BITS. Where x needs
 // several tiles, a block re-stages each of them on every trip: at V = 8, K = 8192 was four tiles
-// of the 72 KB budget and is one of 208 KB. Session 20 call 4, same call: 28672x8192 at M = 16
-// 372 -> 281 us, 15360x3840 110 -> 87, the heads unchanged (K in one tile either way), 2-5 %
-// slower at M = 2-4 on 3840x15360. qmv (V = 1) keeps the 72 KB budget.
-// The SM's and the block's sizes are the device's (228 KB, 227 KB, 1 KB reserved per block on the H200).
+// of the 72 KB budget and is one of 208 KB (28672x8192 at M = 16 372 -> 281 us, 15360x3840
+// 110 -> 87, the heads unchanged, 2-5 % slower at M = 2-4 on 3840x15360). qmv (V = 1) keeps
+// kFamilySharedBudget. The SM's and the block's sizes are the device's.
 template <int BITS, int V, int ROWS>
 int family_tile(std::int64_t k) {
   if constexpr (V > 1) {
     const SharedMemoryLimits limits = shared_memory_limits();
-    const int budget = std::min(limits.per_sm / kFamilyMinBlocks<V, ROWS, BITS> - limits.reserved_per_block, limits.per_block);
+    const int budget = std::min(limits.per_sm / kFamilyBlocksPerSm<V> - limits.reserved_per_block, limits.per_block);
     const double bytes_per_value = double(16 * kPieces<BITS> + 8) / kChunkValues;  // family_shared_bytes'
     return k_tile(k, V, bytes_per_value / 4 - 1, budget);
   }
@@ -49,7 +57,7 @@ int family_tile(std::int64_t k) {
 
 template <int BITS, int V, int ROWS, int PARAM>
 int family_blocks_per_sm(std::size_t smem) {
-  return resident_blocks<qmv_family_kernel<BITS, V, ROWS, PARAM>>(kFamilyWarps<V, BITS> * 32, smem, family_max_shared<V, BITS>());
+  return resident_blocks<qmv_family_kernel<BITS, V, ROWS, PARAM>>(kWarps * 32, smem, family_max_shared<V>());
 }
 
 // Launches `tiles` tiles of V vectors starting at vector_offset.
@@ -62,56 +70,31 @@ void launch_family(const QuantizedMatrixView& w, const void* x, std::int64_t vec
   QmvParams p{w.packed.data(), w.scales.data(), w.biases.data(), x, y, w.n, w.k, 0, w.group, family_tile<BITS, V, ROWS>(w.k),
               w.dtype, 1, 0};
   const std::int64_t tasks = (w.n + ROWS - 1) / ROWS;
-  constexpr int warps = kFamilyWarps<V, BITS>;  // per block
+  constexpr int warps = kWarps;  // per block
   // qmv with one K tile: the tasks of a partial last trip over the resident warps (with fewer
-  // tasks than warps, the only trip) have their K split over 2 or 4 warps, as many as the trip
+  // tasks than warps, the only trip) have their K split over 2 to 4 warps, as many as the trip
   // leaves room for (qmv_family_kernel replays the parts in order). A choice from N, K and the
   // device only.
-#ifndef EXACTQ_QMV_SPLIT_LAST_TRIP
-#define EXACTQ_QMV_SPLIT_LAST_TRIP 1
-#endif
-  constexpr bool split_last_trip = EXACTQ_QMV_SPLIT_LAST_TRIP != 0;
-  p.split = 1;
   if constexpr (V == 1) {
-    for (int s = EXACTQ_QMV_SPLIT_MAX; s >= 2 && p.split == 1; --s) {
+    for (int s = kQmvSplitMax; s >= 2 && p.split == 1; --s) {
       // A split task's parts are consecutive warps of one block.
       if (warps % s != 0 || w.k > p.tile_values || family_rounds(w.k) < s) continue;
-      const std::size_t with_park = family_shared_bytes<BITS>(1, p.tile_values) + split_park_bytes(s, warps, ROWS, w.k) +
-                                    async_ring_bytes<BITS, V, ROWS>(warps);
-      if (with_park > std::size_t(family_max_shared<V, BITS>())) continue;  // the park does not fit beside x
+      const std::size_t with_park = family_shared_bytes<BITS>(1, p.tile_values) + split_park_bytes(s, warps, ROWS, w.k);
+      if (with_park > std::size_t(family_max_shared<V>())) continue;  // the park does not fit beside x
       const std::int64_t resident = std::int64_t(family_blocks_per_sm<BITS, V, ROWS, PARAM>(with_park)) * sm_count();
       const std::int64_t slots = (tasks < resident ? tasks : resident) * warps;  // the kernel's grid, as below
       const std::int64_t last_trip = tasks % slots;
-      if (tasks * s <= slots || (split_last_trip && last_trip > 0 && last_trip * s <= slots)) p.split = s;
+      if (tasks * s <= slots || (last_trip > 0 && last_trip * s <= slots)) p.split = s;
     }
   }
-  // qmv's weight rings (kAsyncStages) at the end: the kernel finds them from the size.
-  const std::size_t smem = family_shared_bytes<BITS>(V, p.tile_values) + split_park_bytes(p.split, warps, ROWS, w.k) +
-                           async_ring_bytes<BITS, V, ROWS>(warps);
+  const std::size_t smem = family_shared_bytes<BITS>(V, p.tile_values) + split_park_bytes(p.split, warps, ROWS, w.k);
   const std::int64_t resident = std::int64_t(family_blocks_per_sm<BITS, V, ROWS, PARAM>(smem)) * sm_count();
   // As many blocks as fit, each with at least one task: when there are fewer tasks than resident
   // warps, they spread over every SM (some warps of each block only stage) instead of filling
-  // whole blocks on a subset of the SMs (measured: qwen.down 26.0 -> 22.9 us).
+  // whole blocks on a subset of the SMs (qwen.down 26.0 -> 22.9 us).
   const unsigned grid_x = unsigned(tasks < resident ? tasks : resident);
-  // qmv at 4 bits with many trips per warp: each row's bytes one round beyond the register
-  // prefetch are requested into L2. Session 17 call 14 (the honest weight copies, two passes):
-  // Gemma's head (31 trips) 142.5 -> 140.3 us, Llama's head (15.2) 74.8 -> 74.1; with fewer trips
-  // it costs: 28672x8192 (3.4) 35.9 -> 37.0, the 33-50 MB shapes (about 2) 1-3 %. Two rounds were
-  // slower than one everywhere. (Session 14 had set 24 trips and two rounds with copies that let
-  // Llama's head and 28672x8192 find their group parameters in L2.) Between 3.4 and 15 trips the
-  // threshold is not measured.
-  // -D knobs for measuring: the trips from which it is on, how far ahead.
-#ifndef EXACTQ_QMV_PREFETCH_MIN_TRIPS
-#define EXACTQ_QMV_PREFETCH_MIN_TRIPS 8
-#endif
-#ifndef EXACTQ_QMV_PREFETCH_ROUNDS
-#define EXACTQ_QMV_PREFETCH_ROUNDS 1
-#endif
-  // QmvOptions may set the distance for every shape (tuning; 2 and 4 bits, where it is compiled in).
-  constexpr std::int64_t kPrefetchMinTrips = EXACTQ_QMV_PREFETCH_MIN_TRIPS;
-  if constexpr (V == 1 && (BITS == 2 || BITS == 4)) {
-    if (BITS == 4 && tasks >= kPrefetchMinTrips * std::int64_t(grid_x) * warps)
-      p.l2_prefetch_rounds = EXACTQ_QMV_PREFETCH_ROUNDS;
+  if constexpr (V == 1 && BITS == 4) {
+    if (tasks >= kPrefetchMinTrips * std::int64_t(grid_x) * warps) p.l2_prefetch_rounds = kPrefetchRounds;
   }
   constexpr std::int64_t kMaxGridY = 65535;
   for (std::int64_t t0 = 0; t0 < tiles; t0 += kMaxGridY) {
@@ -126,8 +109,7 @@ template <int BITS, int V, int ROWS, int PARAM>
 KernelResources family_resources() {
   cudaFuncAttributes a{};
   EXACTQ_CUDA_CHECK(cudaFuncGetAttributes(&a, qmv_family_kernel<BITS, V, ROWS, PARAM>));
-  const std::size_t smem = family_shared_bytes<BITS>(V, family_tile<BITS, V, ROWS>(4096)) +
-                           async_ring_bytes<BITS, V, ROWS>(kFamilyWarps<V, BITS>);
+  const std::size_t smem = family_shared_bytes<BITS>(V, family_tile<BITS, V, ROWS>(4096));
   return {a.numRegs, int(a.localSizeBytes), a.maxThreadsPerBlock, family_blocks_per_sm<BITS, V, ROWS, PARAM>(smem)};
 }
 

@@ -9,7 +9,6 @@
 
 namespace exactq::cuda_detail {
 
-struct QmvParams;
 
 // The largest V that qmv_streamed is instantiated for (QmvOptions::streamed_max_vectors is
 // capped there).
@@ -35,8 +34,8 @@ void launch_qmv_streamed(const QuantizedMatrixView& w, const void* x, std::int64
 void launch_qmv_wide(const QuantizedMatrixView& w, const void* x, std::int64_t m, void* y, cudaStream_t stream);
 
 // qmv_mma: passes of 16 vectors through one tensor-core schedule (qmv_mma.cu).
-// Always a plain launch: as a programmatic dependent launch it measured 15-45 % slower on shapes below 60 MB
-// (docs/benchmark_results/2026-12-03-h200-session4-qmv.md), so QmvOptions::overlap_launch is ignored.
+// Always a plain launch: as a programmatic dependent launch it measured 15-45 % slower on shapes below
+// 60 MB, so QmvOptions::overlap_launch is ignored.
 void launch_qmv_mma(const QuantizedMatrixView& w, const void* x, std::int64_t m, void* y, cudaStream_t stream);
 // The same for a matrix in the fragment layout (qmv_mma_fragments.cu); launch_qmv_mma forwards.
 void launch_qmv_mma_fragments(const QuantizedMatrixView& w, const void* x, std::int64_t m, void* y,

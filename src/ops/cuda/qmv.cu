@@ -7,20 +7,10 @@ namespace exactq::cuda_detail {
 namespace {
 // Rows per warp at M = 1: 4 where the registers allow it without spills (bits <= 4: each
 // activation piece and each loop step serve 4 rows), else 2; two blocks of 8 warps per SM either
-// way. Measured on the H200: 4-bit with 2 rows at 3 blocks is faster on the 8-18 MB shapes
-// (gemma.down 16.8 vs 17.8 us) and slower on the large ones (28672x8192 45.5 vs 43.4 us).
-#ifndef EXACTQ_QMV_FOUR_ROWS_MAX_BITS  // a -D knob for tuning: 0 gives 2 rows everywhere
-#define EXACTQ_QMV_FOUR_ROWS_MAX_BITS 4
-#endif
-// A -D knob for measuring (session 21): rows per warp at 4 bits (with EXACTQ_QMV_WARPS and
-// EXACTQ_QMV_SM_WARPS, qmv_family.cuh, for the register budget that 8 rows need).
-#ifndef EXACTQ_QMV_ROWS_AT_4_BITS
-#define EXACTQ_QMV_ROWS_AT_4_BITS 4
-#endif
+// way. 4-bit with 2 rows at 3 blocks per SM measured faster on the 8-18 MB shapes (gemma.down
+// 16.8 vs 17.8 us) and slower on the large ones (28672x8192 45.5 vs 43.4 us).
 template <int BITS>
-inline constexpr int kQmvRows = BITS == 4 && EXACTQ_QMV_FOUR_ROWS_MAX_BITS >= 4 ? EXACTQ_QMV_ROWS_AT_4_BITS
-                                : BITS <= EXACTQ_QMV_FOUR_ROWS_MAX_BITS     ? 4
-                                                                            : 2;
+inline constexpr int kQmvRows = BITS <= 4 ? 4 : 2;
 }  // namespace
 
 void launch_qmv(const QuantizedMatrixView& w, const void* x, std::int64_t vector_offset, std::int64_t m, void* y,

@@ -1,6 +1,7 @@
-// qmv_mma on CUDA: one tensor-core schedule for every M (docs/design.md §6, decision 0002).
+// qmv_mma on CUDA: one tensor-core schedule for every M (docs/design.md §5b, docs/decisions/0002).
 //
-// A warp owns 16 output rows and walks all of K for them. Per 32-code chunk and row, lane
+// A warp owns 16 output rows and walks K for them (its segment of K where K is split,
+// src/order/qmv_mma.h). Per 32-code chunk and row, lane
 // (g, t) = (lane / 4, lane % 4) holds word t of the chunk (codes 8t .. 8t+7) of rows g and g+8,
 // converts the codes exactly to bf16/f16 pairs and feeds two m16n8k16 mma steps with them:
 //   k-step 0: A columns (2t, 2t+1) <- codes (8t, 8t+4), (2t+8, 2t+9) <- codes (8t+1, 8t+5)
@@ -13,17 +14,20 @@
 // with S_g the f32 sum of the group's activations, in increasing group order.
 //
 // Width invariance: vector v is column v % 8 of n-tile v / 8. An mma output column depends only
-// on its own column of B (checked on the H200 for bf16 and f16: tests/cuda/test_mma_probe.cpp),
+// on its own column of B (checked on the H200 for bf16 and f16: tests/ops/cuda/test_mma_probe.cpp),
 // and the instruction sequence per (row, vector) is fixed by N, K, bits, group and dtype. M only
 // decides how many n-tiles a pass runs (1 or 2) and how many passes of 16 vectors there are.
 //
 // This file's kernel reads MLX's layout: weights stream HBM -> shared memory through a per-warp
 // cp.async ring (several stages in flight without spending registers), read once per pass. Such
-// rings stop near 80 % of a streaming read (session 8 §2), so a matrix converted to the fragment
+// rings measured stopping near 80 % of a streaming read, so a matrix converted to the fragment
 // layout (exactq/mma_layout.h) goes to qmv_mma_fragments.cu instead, which loads the same words
 // straight into registers; the two produce the same bits.
 #include "ops/cuda/launch.h"
+#include "ops/cuda/mma_codes.cuh"
 #include "ops/cuda/mma_common.cuh"
+#include "ops/cuda/mma_ring.cuh"
+#include "ops/cuda/mma_staging.cuh"
 
 namespace exactq::cuda_detail {
 
@@ -31,95 +35,31 @@ namespace {
 
 using namespace mma;
 
-// Bytes of one row in one ring stage: a whole 128-byte line per row (64 B per row and stage
-// measured 1.0 TB/s on 28672x8192: half-line reads from 16 rows scattered the DRAM accesses).
-inline constexpr int kStageRowBytes = 128;
-static_assert(kStageRowBytes == mma_layout::kRoundRowBytes, "a stage is a round of the K split (order.h)");
-// Ring depth (a -D knob for tuning: more stages, more bytes in flight per warp, more shared memory).
-#ifndef EXACTQ_MMA_STAGES
-#define EXACTQ_MMA_STAGES 3
-#endif
-inline constexpr int kMmaStages = EXACTQ_MMA_STAGES;
-
-// One ring stage of a warp, for BITS and GROUP: the 16 rows' codes (kStageRowBytes each, padded
-// rows), then the stage's group parameters, copied by the same cp.async ring so that no group
-// waits for a parameter load and none passes through registers: scales [16 rows][kParamBytes],
-// then biases [16 rows][kParamBytes]. Lane l copies row l / 2's scales (l even) or biases (l odd).
-template <int BITS, int GROUP>
-struct MmaStage {
-  static constexpr int kChunks = kStageRowBytes / (4 * BITS);  // 8 at 4 bits, 4 at 8 bits
-  static constexpr int kChunkBytes = 4 * BITS;
-  static constexpr int kGroups = 32 * kChunks / GROUP;         // groups per stage: 1..8
-  static constexpr int kChunksPerGroup = GROUP / 32;
-  static_assert(kGroups >= 1, "a stage holds whole groups");
-  static constexpr int kRowStride = kStageRowBytes + 4 * BITS;  // padded: conflict-free fragment reads
-  static constexpr int kCodeBytes = kMmaRows * kRowStride;
-  // A row's parameters of one stage are 2 * kGroups bytes, aligned to that (K is a multiple of the
-  // stage). One group (8 bits, g128) is 2 bytes, below cp.async's 4: then the aligned 4-byte word
-  // holding it is copied, and the reader picks the half.
-  static constexpr int kParamBytes = 2 * kGroups < 4 ? 4 : 2 * kGroups;
-  static constexpr int kBytes = kCodeBytes + 2 * kMmaRows * kParamBytes;
-  static_assert(kCodeBytes % 16 == 0 && kBytes % 16 == 0, "16-byte aligned pieces");
-};
-
-template <int BITS, int GROUP>
-EXACTQ_HD constexpr std::size_t mma_ring_bytes() { return std::size_t(kMmaWarps) * kMmaStages * MmaStage<BITS, GROUP>::kBytes; }
 template <int BITS, int GROUP>
 std::size_t mma_smem(int tile_values, int count) {
   return MmaTileLayout(tile_values, GROUP).bytes(count) + mma_ring_bytes<BITS, GROUP>();
 }
 
-// A lane's words of one chunk of one row in the ring: word t (4 bits) or words 2t, 2t+1 (8 bits).
-template <int BITS>
-__device__ __forceinline__ void read_chunk_words(const std::uint8_t* at, std::uint32_t (&w)[BITS / 4]) {
-  if constexpr (BITS == 4) {
-    w[0] = *reinterpret_cast<const std::uint32_t*>(at);
-  } else {
-    const uint2 v = *reinterpret_cast<const uint2*>(at);
-    w[0] = v.x, w[1] = v.y;
-  }
-}
-
-// The stage's kGroups parameters of one row (scales or biases) as f32, from the stage's copy.
-// `odd` (one group per stage only) says which half of the copied word is the group's.
-template <int BITS, int GROUP, bool BF16>
-__device__ __forceinline__ void read_params(const std::uint8_t* at, bool odd, float (&out)[MmaStage<BITS, GROUP>::kGroups]) {
-  using Stage = MmaStage<BITS, GROUP>;
-  auto widen = widen_param<BF16>;
-  std::uint32_t w[Stage::kParamBytes / 4];
-  read_words<Stage::kParamBytes / 4>(at, w);
-  if constexpr (Stage::kGroups == 1) {
-    out[0] = widen(odd ? w[0] >> 16 : w[0] & 0xffffu);
-  } else {
-#pragma unroll
-    for (int i = 0; i < Stage::kGroups; ++i) out[i] = widen(i % 2 ? w[i / 2] >> 16 : w[i / 2] & 0xffffu);
-  }
-}
-
-// SPLIT: K is cut into p.k_parts > 1 segments (order.h); without it the kernel is built for one.
+// SPLIT: K is cut into p.k_parts > 1 segments (src/order/qmv_mma.h); without it the kernel is
+// built for one.
 template <int BITS, bool BF16, int NT, int GROUP, bool SPLIT = false>
 __global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerSm) qmv_mma_kernel(const MmaParams p) {
   using Stage = MmaStage<BITS, GROUP>;
   constexpr int kCps = Stage::kChunks, kGps = Stage::kGroups, kCpg = Stage::kChunksPerGroup;
   constexpr DType kType = BF16 ? DType::bf16 : DType::f16;
   extern __shared__ uint4 mma_shared[];
-  uint4* xs = mma_shared;
-  const std::int64_t v0 = std::int64_t(blockIdx.y) * kPassVectors;
-  const int count = int(p.m - v0 < kPassVectors ? p.m - v0 : kPassVectors);
-  const MmaTileLayout layout(p.tile_values, GROUP);
-  float* sums = reinterpret_cast<float*>(reinterpret_cast<std::uint8_t*>(xs) + layout.x_bytes(count));
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  EXACTQ_MMA_PASS_PROLOGUE(p, GROUP, mma_shared);
   std::uint8_t* ring = reinterpret_cast<std::uint8_t*>(mma_shared) + layout.bytes(count) +
                        std::size_t(warp) * kMmaStages * Stage::kBytes;
   const std::int64_t row_bytes = p.k * BITS / 8, groups = p.k / GROUP;
   const int stages_total = int(p.k / (32 * kCps));  // K is a multiple of the stage (the launcher checks)
   const std::int64_t tasks = (p.n + kMmaRows - 1) / kMmaRows;
   const int parts = SPLIT ? p.k_parts : 1;
-  const MmaWarpWork work(p, parts, warp, stages_total, kCps, tasks);  // a stage is a round of order.h's K split
+  const MmaWarpWork work(p, parts, warp, stages_total, kCps, tasks);  // a stage is a round of the K split
   float* part_totals = reinterpret_cast<float*>(reinterpret_cast<std::uint8_t*>(mma_shared) + layout.bytes(count) +
                                                 mma_ring_bytes<BITS, GROUP>());
-  // The vectors this lane reads for B and for the folds, clamped as MmaLaneReads explains. Kept
-  // inline here: through the struct this kernel compiles differently (not yet measured).
+  // The vectors this lane reads for B and for the folds, clamped as MmaLaneReads explains (inline
+  // here: through MmaLaneReads this kernel compiles to other machine code).
   const uint4* b_lane[NT];
   const float* const fold_lane = sums + 2 * t;  // group_sums()
 #pragma unroll
@@ -265,15 +205,15 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerSm) qmv_mma_kernel(c
 
 template <int BITS, bool BF16, int NT, int GROUP>
 int mma_blocks_per_sm(std::size_t smem) {
-  return resident_blocks<qmv_mma_kernel<BITS, BF16, NT, GROUP>>(kMmaThreads, smem, int(kMmaBlockSmem));
+  return resident_blocks<qmv_mma_kernel<BITS, BF16, NT, GROUP>>(kMmaThreads, smem, int(mma_block_smem()));
 }
 
 // K values of x staged per block at a time for `count` vectors: the most that fits next to the
-// rings and the parts' totals in kMmaBlockSmem, whole stages of every part's segment.
+// rings and the parts' totals in mma_block_smem(), whole stages of every part's segment.
 template <int BITS, int GROUP>
 int mma_tile(std::int64_t k, int k_parts, int nt, int count) {
   constexpr int kStageValues = 32 * MmaStage<BITS, GROUP>::kChunks;
-  const std::size_t budget = kMmaBlockSmem - mma_ring_bytes<BITS, GROUP>() - combine_bytes(k_parts, kMmaWarps, nt);
+  const std::size_t budget = mma_block_smem() - mma_ring_bytes<BITS, GROUP>() - combine_bytes(k_parts, kMmaWarps, nt);
   return k_parts * kStageValues * mma_sub_rounds<GROUP>(k, kStageValues, k_parts, count, budget);
 }
 

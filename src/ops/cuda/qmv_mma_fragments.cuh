@@ -3,18 +3,17 @@
 //
 // Why a second kernel: qmv_mma.cu copies 16 rows x 128 bytes per warp and stage through a
 // shared-memory ring, and every such ring measured stops near 80 % of a streaming read, with or
-// without the arithmetic (session 8 §2); register loads stream at 90-100 %. In the fragment layout
-// lane (g, t)'s 16-byte load is exactly the words it feeds the mma (rows g and g + 8), and a
-// warp's load instruction reads 512 contiguous bytes.
+// without the arithmetic; register loads stream at 90-100 %. In the fragment layout lane (g, t)'s
+// 16-byte load is exactly the words it feeds the mma (rows g and g + 8), and a warp's load
+// instruction reads 512 contiguous bytes.
 //
 // Per warp and round (8 chunks, 32 * bits bytes per row, at 2-6 bits; 4 chunks, 128 bytes, at 8;
 // whole groups at every format), a lane loads `bits` x 16 B of codes at 2-6 bits, 4 x 16 B at 8
-// (rows g and g + 8), and 4 * groups-per-round bytes each of scales
-// and biases, kDepth - 1 rounds ahead (a ring of register buffers), and widens the parameters
-// where it folds them (a widen at the load would wait for the load: session 7 §10). Everything
-// after the load (conversion, mma k-steps, per-group fold in increasing group order) is
-// qmv_mma.cu's, word for word, so the output bytes are identical (tests/cuda/test_qmv_mma_cuda.cpp
-// checks it).
+// (rows g and g + 8), and 4 * groups-per-round bytes each of scales and biases, kDepth - 1 rounds
+// ahead (a ring of register buffers), and widens the parameters where it folds them (a widen at
+// the load would wait for the load). Everything after the load (conversion, mma k-steps,
+// per-group fold in increasing group order) is qmv_mma.cu's, word for word, so the output bytes
+// are identical (tests/ops/cuda/test_qmv_mma_cuda.cpp checks it).
 //
 // The kernel and its per-width launcher live in this header; each width is compiled in one
 // translation unit (qmv_mma_fragments.cu: 4 and 8 bits and the entry points;
@@ -22,32 +21,26 @@
 #pragma once
 
 #include "ops/cuda/launch.h"
+#include "ops/cuda/mma_codes.cuh"
 #include "ops/cuda/mma_common.cuh"
+#include "ops/cuda/mma_staging.cuh"
 #include "exactq/mma_layout.h"
 
 namespace exactq::cuda_detail::fragments {
 
 using namespace mma;
 
-// Register buffers per lane, a -D knob: kDepth - 1 rounds (2 KB per warp each) are in flight
-// while one is computed. At 128 registers, 2 spills 8-108 B in 7 of the 24 instantiations (group
-// 32, or two n-tiles), 3 in most of them. With 64-byte rounds (session 8 §4) depth 2 was also the
-// fastest.
-#ifndef EXACTQ_MMA_FRAGMENT_DEPTH
-#define EXACTQ_MMA_FRAGMENT_DEPTH 2
-#endif
-inline constexpr int kDepth = EXACTQ_MMA_FRAGMENT_DEPTH;
-static_assert(kDepth >= 2 && kDepth <= 4, "2 to 4 register buffers");
+// Register buffers per lane: kDepth - 1 rounds (2 KB per warp each) are in flight while one is
+// computed. 2: at 128 registers it spills 8-108 B in 7 of the 24 instantiations (group 32, or two
+// n-tiles), 3 spills in most of them; with 64-byte rounds depth 2 was also the fastest.
+inline constexpr int kDepth = 2;
 
 // Few tasks (a down or q/kv/o projection: at most kFewTasksPerSm 16-row tasks per SM) leave most
-// warps of a 16-warp block idle, and a lone warp with one 2 KB round in flight is latency-bound
-// (session 8 §5). Such matrices get blocks of 8 warps, so that up to 255 registers per lane
-// hold a deeper ring. The choice depends on N and the SM count only; the arithmetic per lane is
-// the same, so the bits are too.
-#ifndef EXACTQ_MMA_FEW_TASK_DEPTH
-#define EXACTQ_MMA_FEW_TASK_DEPTH 5
-#endif
-inline constexpr int kFewTaskDepth = EXACTQ_MMA_FEW_TASK_DEPTH;
+// warps of a 16-warp block idle, and a lone warp with one 2 KB round in flight is latency-bound.
+// Such matrices get blocks of 8 warps, so that up to 255 registers per lane hold a deeper ring
+// of kFewTaskDepth rounds. The choice depends on N and the SM count only; the arithmetic per lane
+// is the same, so the bits are too.
+inline constexpr int kFewTaskDepth = 5;
 inline constexpr int kFewTaskWarps = 8;
 inline constexpr int kFewTasksPerSm = 4;
 // A round's registers, codes and parameters: 4 * pieces + 2 * groups per round. The deep ring is
@@ -97,8 +90,8 @@ __device__ __forceinline__ void load_words(const std::uint32_t* at, std::uint32_
   }
 }
 
-// SPLIT: the matrix's K is cut into p.k_parts > 1 segments (order.h); without it the kernel is
-// built for one segment, and none of the split's bookkeeping takes registers.
+// SPLIT: the matrix's K is cut into p.k_parts > 1 segments (src/order/qmv_mma.h); without it the
+// kernel is built for one segment, and none of the split's bookkeeping takes registers.
 template <int BITS, bool BF16, int NT, int GROUP, int WARPS = kMmaWarps, int DEPTH = kDepth, bool SPLIT = false>
 __global__ void __launch_bounds__(WARPS * 32, WARPS == kMmaWarps ? kMmaBlocksPerSm : 1)
     qmv_mma_fragments_kernel(const MmaParams p) {
@@ -106,12 +99,7 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS == kMmaWarps ? kMmaBlocksPer
   constexpr int kCpg = R::kChunksPerGroup;
   constexpr DType kType = BF16 ? DType::bf16 : DType::f16;
   extern __shared__ uint4 mma_shared[];
-  uint4* xs = mma_shared;
-  const std::int64_t v0 = std::int64_t(blockIdx.y) * kPassVectors;
-  const int count = int(p.m - v0 < kPassVectors ? p.m - v0 : kPassVectors);
-  const MmaTileLayout layout(p.tile_values, GROUP);
-  float* sums = reinterpret_cast<float*>(reinterpret_cast<std::uint8_t*>(xs) + layout.x_bytes(count));
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  EXACTQ_MMA_PASS_PROLOGUE(p, GROUP, mma_shared);
   const int rounds_total = int(p.k / (32 * R::kChunks));  // K is a multiple of the round (the launcher checks)
   const std::int64_t tasks = (p.n + kMmaRows - 1) / kMmaRows;
   const int parts = SPLIT ? p.k_parts : 1;
@@ -128,14 +116,14 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS == kMmaWarps ? kMmaBlocksPer
     // Rounds are loaded in increasing order, so a lane's next codes (in uint4s) and parameters (in
     // 32-bit words of two 16-bit values) are running 32-bit offsets from the arrays' bases (the
     // launcher checks they fit): two adds per round, where addresses recomputed from the task
-    // cost about 35 integer instructions (ncu, session 9 §4).
+    // cost about 35 integer instructions.
     const std::int64_t round0 = task * rounds_total + work.round_begin;
     std::uint32_t code_next = std::uint32_t(round0 * R::kUint4s) + lane;
     std::uint32_t param_next = std::uint32_t((round0 * 8 + g) * R::kGroups);
     auto load = [&](RoundRegisters<BITS, GROUP>& r) {
       const uint4* at = reinterpret_cast<const uint4*>(p.packed) + code_next;
-      // 4 and 8 bits issue rows g's and g + 8's pieces alternately (the order measured in
-      // sessions 8-12); the planes' pieces go in order.
+      // 4 and 8 bits issue rows g's and g + 8's pieces alternately (the order they were measured
+      // fastest with); the planes' pieces go in order.
 #pragma unroll
       for (int i = 0; i < R::kPieces; ++i) {
         const int piece = BITS == 4 || BITS == 8 ? (i % 2) * (R::kPieces / 2) + i / 2 : i;
@@ -235,7 +223,7 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS == kMmaWarps ? kMmaBlocksPer
 
 template <int BITS, bool BF16, int NT, int GROUP>
 int fragments_blocks_per_sm(std::size_t smem) {
-  return resident_blocks<qmv_mma_fragments_kernel<BITS, BF16, NT, GROUP>>(kMmaThreads, smem, int(kMmaBlockSmem));
+  return resident_blocks<qmv_mma_fragments_kernel<BITS, BF16, NT, GROUP>>(kMmaThreads, smem, int(mma_block_smem()));
 }
 
 // The launches of one call for a matrix of BITS bits (launch_qmv_mma_fragments has checked it).
@@ -251,7 +239,7 @@ void launch_width(const QuantizedMatrixView& w, const void* x, std::int64_t m, v
     // is no ring), whole rounds of every part's segment.
     constexpr int kRoundValues = mma_layout::round_values(BITS, GROUP);
     const std::size_t totals = combine_bytes(p.k_parts, few ? kFewTaskWarps : kMmaWarps, NT);
-    p.tile_values = p.k_parts * kRoundValues * mma_sub_rounds<GROUP>(p.k, kRoundValues, p.k_parts, count, kMmaBlockSmem - totals);
+    p.tile_values = p.k_parts * kRoundValues * mma_sub_rounds<GROUP>(p.k, kRoundValues, p.k_parts, count, mma_block_smem() - totals);
     const std::size_t smem = MmaTileLayout(p.tile_values, GROUP).bytes(count) + totals;
     auto launch = [&]<bool SPLIT>() {
       if (few)
@@ -276,7 +264,7 @@ KernelResources width_resources(int vectors) {
     EXACTQ_CUDA_CHECK(cudaFuncGetAttributes(&a, qmv_mma_fragments_kernel<BITS, true, NT, 64>));
     const int count = NT * 8;
     constexpr int kRoundValues = mma_layout::round_values(BITS, 64);
-    const int tile = kRoundValues * mma_sub_rounds<64>(4096, kRoundValues, 1, count, kMmaBlockSmem);
+    const int tile = kRoundValues * mma_sub_rounds<64>(4096, kRoundValues, 1, count, mma_block_smem());
     blocks = fragments_blocks_per_sm<BITS, true, NT, 64>(MmaTileLayout(tile, 64).bytes(count));
   };
   if (vectors > 8) get.template operator()<kWidth, 2>();

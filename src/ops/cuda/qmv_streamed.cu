@@ -22,15 +22,14 @@ void dispatch_vectors(int v, F&& f) {
 void launch_qmv_streamed(const QuantizedMatrixView& w, const void* x, std::int64_t m, void* y,
                          const QmvOptions& options, cudaStream_t stream) {
   // Whole passes of the widest width, then one pass of the rest. Per vector the widest pass is
-  // the cheapest, or within 7 % of it, on every shape session 20 measured, so equal widths
+  // the cheapest, or within 7 % of it, on every shape measured, so equal widths
   // (MLX's balancing: M = 9 as 5 + 4) would only add narrower passes. Where the V <= 4 kernels
   // (two blocks per SM) make many trips per warp, the V >= 5 kernels (one block per SM) lack
   // loads in flight, and the cap is 4 (Gemma's head at M = 8: 873 us as one pass of 8, 643 as
   // two passes of 4).
   int vmax = options.streamed_max_vectors < kMaxStreamedVectors ? options.streamed_max_vectors : kMaxStreamedVectors;
   const std::int64_t tasks = (w.n + kFamilyRows - 1) / kFamilyRows;
-  const std::int64_t two_block_warps = std::int64_t(kFamilyMinBlocks<kManyTripsMaxStreamed, kFamilyRows>) *
-                                        kFamilyWarps<kManyTripsMaxStreamed> * sm_count();
+  const std::int64_t two_block_warps = std::int64_t(kFamilyBlocksPerSm<kManyTripsMaxStreamed>) * kWarps * sm_count();
   if (tasks >= kManyTrips * two_block_warps) vmax = vmax < kManyTripsMaxStreamed ? vmax : kManyTripsMaxStreamed;
   const int width = int(m < vmax ? m : vmax);
   const std::int64_t full = m / width;

@@ -10,6 +10,21 @@ namespace {
 
 inline constexpr int kWideRowsPerWarp = 32 / order::kWideLanes;  // a task: 4 rows, 8 lanes each
 
+// ---- tuning: each value below moves loads and work, never a bit ----------------------------------
+// Register buffers of the software pipeline: one chunk per lane in flight while one is computed
+// (deeper rings take more of the 128 registers that kWideBlocksPerSm leaves a thread).
+inline constexpr int kWideDepth = 2;
+// Blocks of 8 warps per SM the registers are sized for (2: at most 128 registers per thread).
+inline constexpr int kWideBlocksPerSm = 2;
+// x's layout (below): piece-major up to 3 vectors, swizzled from 4. On an H100 piece-major was up
+// to 13 % faster at V = 1-3 and never slower there (28672x8192 at V = 1: 77.4 against 87.8 us),
+// and up to 4 % slower at V = 4-5 on 28672x8192 and 3840x15360.
+inline constexpr int kWidePieceMaxVectors = 3;
+// x's f32 tile: at most 96 KB (K up to 24576 in one tile at V = 1), and a block's dynamic shared
+// memory at most 100 KB, within the device's per-block opt-in.
+inline constexpr double kWideTileBudget = 96 * 1024;
+inline constexpr int kWideMaxShared = 100 * 1024;
+
 // x in shared memory, as f32, in 16-byte pieces ("units") of 4 values. The 8 lanes of a row read
 // the same piece of 8 consecutive groups at once (lane j owns groups j, j+8, ...). Two layouts
 // keep those 8 reads free of bank conflicts; each lane reads the same values from either, so the
@@ -19,16 +34,9 @@ inline constexpr int kWideRowsPerWarp = 32 / order::kWideLanes;  // a task: 4 ro
 //   instructions.
 // - Piece-major (wide_piece): piece p of group g at unit ((g / 8) * pieces_per_group + p) * 8 + g % 8,
 //   so those 8 reads are 128 contiguous bytes and a lane's pieces of one chunk sit at fixed offsets
-//   (8 units apart) from one base: no address arithmetic per piece.
-// Measured on an H100 in session 25 (scripts/sessions/gpu_session25.sh, two passes, 4 shapes):
-// piece-major was up to 13 % faster at V = 1-3 and never slower there (28672x8192 at V = 1: 77.4
-// against 87.8 us), and up to 4 % slower at V = 4-5 on 28672x8192 and 3840x15360, so V <= 3 take
-// it. A -D knob for measuring: 0 gives the swizzled layout at every V, 5 piece-major at every V.
-#ifndef EXACTQ_WIDE_PIECE_MAX_VECTORS
-#define EXACTQ_WIDE_PIECE_MAX_VECTORS 3
-#endif
+//   (8 units apart) from one base: no address arithmetic per piece. Up to kWidePieceMaxVectors.
 template <int V>
-inline constexpr bool kWidePieceLayout = V <= EXACTQ_WIDE_PIECE_MAX_VECTORS;
+inline constexpr bool kWidePieceLayout = V <= kWidePieceMaxVectors;
 __device__ __forceinline__ int swizzle(int i, int group_shift) {
   const int mask = (1 << group_shift) - 1;
   const int g = i >> group_shift;
@@ -62,26 +70,14 @@ __device__ __forceinline__ void stage_wide_activations(float4* xs, int stride, c
   }
 }
 
-// Register buffers of the software pipeline: each holds one chunk (32 codes) of the lane's row and
-// its group's raw parameter bits, so DEPTH - 1 chunks per lane are in flight while one is
-// computed. A -D knob for measuring.
-#ifndef EXACTQ_WIDE_DEPTH
-#define EXACTQ_WIDE_DEPTH 2
-#endif
-inline constexpr int kWideDepth = EXACTQ_WIDE_DEPTH;
-static_assert(kWideDepth >= 2 && kWideDepth <= 4, "EXACTQ_WIDE_DEPTH is 2, 3 or 4");
-// Blocks of 8 warps per SM the registers are sized for (2: at most 128 registers). A -D knob.
-#ifndef EXACTQ_WIDE_MIN_BLOCKS
-#define EXACTQ_WIDE_MIN_BLOCKS 2
-#endif
-
 // Lane j of a row owns groups j, j+8, ... (the order of docs/design.md §5). Its chunks, counted
-// t = 0, 1, ... within a K tile, are chunk t % cpg of its (t / cpg)-th group: the loads run
-// DEPTH - 1 chunks ahead of the arithmetic in that same sequence, so every sub-chunk still reaches
+// t = 0, 1, ... within a K tile, are chunk t % cpg of its (t / cpg)-th group. A ring of kWideDepth
+// register buffers, each one chunk (32 codes) of the lane's row and its group's raw parameter
+// bits: the loads run kWideDepth - 1 chunks ahead of the arithmetic in that same sequence, so every sub-chunk still reaches
 // the lane's R in increasing order. How the loads are scheduled, which warp takes which rows and
 // how many rows a block holds do not enter any row's order.
 template <int BITS, int V>
-__global__ void __launch_bounds__(kThreads, EXACTQ_WIDE_MIN_BLOCKS) qmv_wide_kernel(const QmvParams p) {
+__global__ void __launch_bounds__(kThreads, kWideBlocksPerSm) qmv_wide_kernel(const QmvParams p) {
   extern __shared__ float4 shared_raw[];
   const float4* xs = shared_raw;  // [V][tile_values / 4] units, in the layout built
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -212,14 +208,14 @@ void dispatch_wide_vectors(int v, F&& f) {
 
 template <int BITS, int V>
 int wide_blocks_per_sm(std::size_t smem) {
-  return resident_blocks<qmv_wide_kernel<BITS, V>>(kThreads, smem, 100 * 1024);
+  return resident_blocks<qmv_wide_kernel<BITS, V>>(kThreads, smem, kWideMaxShared);
 }
 
 template <int BITS, int V>
 void launch_wide(const QuantizedMatrixView& w, const void* x, std::int64_t vector_offset, std::int64_t tiles, void* y,
                  std::int64_t m, cudaStream_t stream) {
-  QmvParams p{w.packed.data(), w.scales.data(), w.biases.data(), x, y, w.n, w.k, 0, w.group, k_tile(w.k, V, 0.0),
-              w.dtype};
+  QmvParams p{w.packed.data(), w.scales.data(), w.biases.data(), x, y, w.n, w.k, 0, w.group,
+              k_tile(w.k, V, 0.0, kWideTileBudget), w.dtype};
   const std::size_t smem = std::size_t(V) * p.tile_values * 4;
   const std::int64_t tasks = (w.n + kWideRowsPerWarp - 1) / kWideRowsPerWarp;
   const std::int64_t resident = std::int64_t(wide_blocks_per_sm<BITS, V>(smem)) * sm_count();
@@ -229,14 +225,9 @@ void launch_wide(const QuantizedMatrixView& w, const void* x, std::int64_t vecto
   // With several tiles of V vectors in one launch (M > 5) and fewer tasks than resident warps:
   // blocks of whole tasks, so that the tiles' blocks share the SMs at once, instead of each tile's
   // grid spreading over every SM with idle warps and the tiles running one after another.
-  // Placement only: no bit changes. Session 26 call 4 (H100; qmv_wide is bound by its
-  // instructions, as fast on the H200): 17-20 % faster at M = 6-16 on 4096x14336 and 4096x3840
-  // (M = 16: 205 -> 167 and 62 -> 51 us), unchanged on 17408x5120 and 28672x8192; output digests
-  // equal, parity against the CPU mirror to M = 20 passed. A -D knob: 0 spreads every tile.
-#ifndef EXACTQ_WIDE_PACK_TILES
-#define EXACTQ_WIDE_PACK_TILES 1
-#endif
-  if (EXACTQ_WIDE_PACK_TILES && tiles > 1) grid_x = unsigned(std::min<std::int64_t>(grid_x, ceil_div(tasks, kWarps)));
+  // Placement only: no bit changes. 17-20 % faster at M = 6-16 on 4096x14336 and 4096x3840
+  // (M = 16: 205 -> 167 and 62 -> 51 us on an H100), unchanged on 17408x5120 and 28672x8192.
+  if (tiles > 1) grid_x = unsigned(std::min<std::int64_t>(grid_x, ceil_div(tasks, kWarps)));
   constexpr std::int64_t kMaxGridY = 65535;
   for (std::int64_t t0 = 0; t0 < tiles; t0 += kMaxGridY) {
     const std::int64_t count = tiles - t0 < kMaxGridY ? tiles - t0 : kMaxGridY;
@@ -268,7 +259,7 @@ KernelResources qmv_wide_resources(int bits, int vectors) {
       cudaFuncAttributes a{};
       EXACTQ_CUDA_CHECK(cudaFuncGetAttributes(&a, qmv_wide_kernel<BITS, V>));
       r = {a.numRegs, int(a.localSizeBytes), a.maxThreadsPerBlock,
-           wide_blocks_per_sm<BITS, V>(std::size_t(V) * k_tile(4096, V, 0.0) * 4)};
+           wide_blocks_per_sm<BITS, V>(std::size_t(V) * k_tile(4096, V, 0.0, kWideTileBudget) * 4)};
     });
   });
   return r;

@@ -19,7 +19,7 @@
 // about 4.6 instructions per weight at its read ceiling): at 4 bits, 8 codes take two ANDs and
 // six dp4a, plus per 16 codes two 16-byte shared-memory reads split over ROWS rows, and per chunk
 // a few integer adds, one conversion and qmv's fold. The f32 chain this replaced took two
-// instructions per code and capped qmv near 66 % of the ceiling (docs/decisions/0003).
+// instructions per code and capped qmv near 66 % of the ceiling (docs/design.md §3.1).
 #pragma once
 
 #include "ops/cuda/common.cuh"

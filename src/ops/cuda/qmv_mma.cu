@@ -1,4 +1,4 @@
-// qmv_mma on CUDA: one tensor-core schedule for every M (docs/design.md §5b, docs/decisions/0002).
+// qmv_mma on CUDA: one tensor-core schedule for every M (docs/design.md §5b).
 //
 // A warp owns 16 output rows and walks K for them (its segment of K where K is split,
 // src/order/qmv_mma.h). Per 32-code chunk and row, lane

@@ -1,4 +1,4 @@
-// A probe of the one hardware property qmv_mma will stand on (docs/decisions/0002): an output
+// A probe of the one hardware property qmv_mma will stand on (docs/design.md §5b): an output
 // column of mma.sync.m16n8k16 depends only on its own column of B. One warp accumulates a
 // 16 x K by K x 8 product over K/16 mma steps; the caller compares column 0 bit for bit while
 // the other columns of B change. Built for bf16 and f16 operands with f32 accumulation.

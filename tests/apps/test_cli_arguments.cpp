@@ -16,7 +16,7 @@ namespace {
 
 // A bound on the address space of runs that must end quickly: a list parser that grows without
 // end fails inside it instead of taking the machine's memory.
-const std::string kSmallMemory = "ulimit -v 1000000;";
+const std::string kSmallMemory = address_space_limit(1000000);
 
 // Quick, valid runs that a tested option is added to: any accepted value ends in seconds.
 const std::string kParity = "parity --n 24 --k 256 --dtype f32 --m-max 2 --seeds 1";

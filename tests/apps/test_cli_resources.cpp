@@ -81,6 +81,7 @@ TEST(CliResources, StdoutThatCannotBeWrittenExits1) {
 // address-space or data limit of about 2 GB, a 32768x32768 problem (about 5.4 GB) is refused before
 // any allocation, naming the sizes and what is available.
 TEST(CliResources, ProblemLargerThanTheProcessMayHoldIsRefusedFirst) {
+  if (kSanitized) GTEST_SKIP() << "a sanitized binary cannot start under an address-space or data limit";
   for (const std::string limit : {"ulimit -v 2000000;", "ulimit -d 2000000;"}) {
     SCOPED_TRACE(limit);
     const Outcome o = run_cli("parity --n 32768 --k 32768 --m-max 1 --seeds 1", limit, 60);
@@ -93,6 +94,7 @@ TEST(CliResources, ProblemLargerThanTheProcessMayHoldIsRefusedFirst) {
 // Memory that runs out after the pre-check (here bench's 256 MiB CPU read-ceiling buffer under a
 // 200 MB address-space limit; the problem itself is tiny) is reported in words, exit 1.
 TEST(CliResources, AllocationFailureIsReportedInWords) {
+  if (kSanitized) GTEST_SKIP() << "a sanitized binary cannot start under an address-space limit";
   const Outcome o = run_cli(kBench, "ulimit -v 200000;", 60);
   EXPECT_EQ(o.exit_code, 1) << o.output;
   EXPECT_TRUE(contains(o.output, "exactq: error: out of memory")) << o.output;

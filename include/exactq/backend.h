@@ -26,12 +26,34 @@ class Buffer {
   std::size_t size() const { return bytes().size(); }
 };
 
+// The gated MLP's activation (values fixed: src/order/elementwise.h takes them as integers).
+enum class Activation : std::uint8_t { silu = 0, gelu_tanh = 1 };
+
 // A quantized matrix resident on one backend.
 class Matrix {
  public:
   virtual ~Matrix() = default;
   // Shape and format (n, k, bits, group, dtype) of the matrix as loaded, in MLX's layout.
   virtual const QuantizedMatrixView& view() const = 0;
+};
+
+// A dense (unquantized) matrix [n, k] resident on one backend: a linear or an embedding that the
+// checkpoint keeps unquantized.
+class DenseMatrix {
+ public:
+  virtual ~DenseMatrix() = default;
+  virtual std::int64_t n() const = 0;
+  virtual std::int64_t k() const = 0;
+  virtual DType dtype() const = 0;
+};
+
+// One attention layer's geometry, for Backend::attention.
+struct AttentionShape {
+  std::int64_t heads = 0;     // query heads
+  std::int64_t kv_heads = 0;  // key/value heads; query head h reads kv head h / (heads / kv_heads)
+  std::int64_t head_dim = 0;  // a multiple of 8, at most 512
+  float scale = 1.0f;         // f32(1/sqrt(scalar)), order::attention_scale
+  std::int64_t window = 0;    // sliding window (keys j > p - window visible), 0: none
 };
 
 class Backend {
@@ -55,9 +77,53 @@ class Backend {
                                        WeightLayout mma_layout = WeightLayout::mma_fragments) = 0;
 
   // y = W x for m vectors: x is [m, k] and y [m, n] in the matrix's dtype, both this backend's
-  // buffers. Asynchronous where the backend is (synchronize before reading y on the host).
+  // buffers (holding at least that many values: the first are used). Asynchronous where the backend is (synchronize before reading y on the host).
   // Throws std::invalid_argument on bad arguments (exactq/qmv.h's validate_qmv_args).
   virtual void qmv(Kernel kernel, const Matrix& w, const Buffer& x, std::int64_t m, Buffer& y) = 0;
+
+  // ---- the decoder's ops (docs/op-contract.md) ---------------------------------------------------
+  // Every op computes row by row: a row's bytes depend only on that row's inputs and absolute
+  // position, never on how many rows run together or where the row sits among them. Activations
+  // are in the model's dtype `t`; buffers hold at least the elements an op reads or writes (the
+  // first ones are used). Token and index buffers hold std::int32_t. Each throws
+  // std::invalid_argument naming the value on bad arguments.
+
+  // A copy of the dense matrix [n, k] of type `t` on this backend.
+  virtual std::unique_ptr<DenseMatrix> load_dense(DType t, std::int64_t n, std::int64_t k,
+                                                  std::span<const std::byte> weight) = 0;
+  // bytes [from_offset, from_offset + bytes) of `from` to `to` at to_offset (ranges may not overlap).
+  virtual void copy(const Buffer& from, std::size_t from_offset, Buffer& to, std::size_t to_offset,
+                    std::size_t bytes) = 0;
+  // y = W x for m vectors (x [m, k], y [m, n], in w's dtype), order/dense.h.
+  virtual void dense_mv(const DenseMatrix& w, const Buffer& x, std::int64_t m, Buffer& y) = 0;
+  // out[i] = row tokens[i] of the table, dequantized (order/elementwise.h) or copied: [m, k].
+  // A token outside [0, n) is refused (the CPU) or gives a row of zeros (where checking would
+  // cost a synchronization: callers check on the host first).
+  virtual void embed(const Matrix& table, const Buffer& tokens, std::int64_t m, Buffer& out) = 0;
+  virtual void embed(const DenseMatrix& table, const Buffer& tokens, std::int64_t m, Buffer& out) = 0;
+  // RMSNorm of `rows` rows of h values (order/norm.h); weight holds h values of type t; y may be x.
+  virtual void rmsnorm(const Buffer& x, const Buffer& weight, std::int64_t rows, std::int64_t h, DType t, float eps,
+                       bool one_plus_weight, Buffer& y) = 0;
+  // RoPE in place on x [m, heads, head_dim]: row i is at position start_position + i; `steps`
+  // holds head_dim/2 phase steps (std::uint64_t, order/rope.h); `interleaved` pairs (2i, 2i+1).
+  virtual void rope(Buffer& x, std::int64_t m, std::int64_t heads, std::int64_t head_dim, DType t,
+                    std::int64_t start_position, const Buffer& steps, bool interleaved) = 0;
+  // Attention of m query rows q [m, heads, head_dim] at positions start_position + i against the
+  // cache rows keys/values [positions, kv_heads, head_dim] (rows up to each query's position are
+  // read, none past it), into out [m, heads, head_dim]; order/attention.h.
+  virtual void attention(const Buffer& q, const Buffer& keys, const Buffer& values, std::int64_t m,
+                         std::int64_t start_position, const AttentionShape& shape, DType t, Buffer& out) = 0;
+  // out = act(gate) * up, elementwise over `count` values (out may be gate or up).
+  virtual void gated_activation(const Buffer& gate, const Buffer& up, std::int64_t count, Activation act, DType t,
+                                Buffer& out) = 0;
+  // out = a + b over `count` values (out may be a or b).
+  virtual void add(const Buffer& a, const Buffer& b, std::int64_t count, DType t, Buffer& out) = 0;
+  // y[i, j] += bias[j] for y [m, n].
+  virtual void add_bias(Buffer& y, const Buffer& bias, std::int64_t m, std::int64_t n, DType t) = 0;
+  // x = x * factor over `count` values.
+  virtual void scale(Buffer& x, std::int64_t count, float factor, DType t) = 0;
+  // indices[i] = order::argmax of row i of logits [m, n].
+  virtual void argmax(const Buffer& logits, std::int64_t m, std::int64_t n, DType t, Buffer& indices) = 0;
 
   // Waits until every op issued so far has finished.
   virtual void synchronize() = 0;

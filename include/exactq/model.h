@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "exactq/backend.h"
 #include "exactq/format.h"
 #include "exactq/safetensors.h"
 
@@ -23,7 +24,6 @@ namespace exactq {
 enum class Arch : std::uint8_t { llama, qwen2, qwen3, gemma3 };
 std::string_view to_string(Arch a);
 
-enum class Activation : std::uint8_t { silu, gelu_tanh };
 
 struct RopeScaling {
   enum class Kind : std::uint8_t { none, linear, llama3 };

@@ -9,6 +9,8 @@
 #include "exactq/backend.h"
 #include "exactq/mma_layout.h"
 #include "ops/cpu/common.h"
+#include "ops/cpu/decoder_ops.h"
+#include "ops/decoder_checks.h"
 
 namespace exactq {
 
@@ -72,6 +74,21 @@ class CpuMatrix final : public Matrix {
   QuantizedMatrixView view_;
 };
 
+class CpuDenseMatrix final : public DenseMatrix {
+ public:
+  CpuDenseMatrix(DType t, std::int64_t n, std::int64_t k, std::span<const std::byte> weight)
+      : bytes_(weight.begin(), weight.end()), n_(n), k_(k), dtype_(t) {}
+  std::int64_t n() const override { return n_; }
+  std::int64_t k() const override { return k_; }
+  DType dtype() const override { return dtype_; }
+  cpu::DenseWeights weights() const { return {bytes_, n_, k_, dtype_}; }
+
+ private:
+  std::vector<std::byte> bytes_;
+  std::int64_t n_, k_;
+  DType dtype_;
+};
+
 template <typename Own, typename Base>
 Own& own(Base& b, const char* what) {
   auto* p = dynamic_cast<Own*>(&b);
@@ -81,6 +98,28 @@ Own& own(Base& b, const char* what) {
 CpuBuffer& own(Buffer& b) { return own<CpuBuffer>(b, "buffer"); }
 const CpuBuffer& own(const Buffer& b) { return own<const CpuBuffer>(b, "buffer"); }
 const CpuMatrix& own(const Matrix& m) { return own<const CpuMatrix>(m, "matrix"); }
+const CpuDenseMatrix& own(const DenseMatrix& m) { return own<const CpuDenseMatrix>(m, "dense matrix"); }
+std::byte* data(Buffer& b) { return own(b).bytes().data(); }
+const std::byte* data(const Buffer& b) { return own(b).bytes().data(); }
+
+// The first `bytes` of a buffer for qmv, which checks the exact size it is given.
+std::span<const std::byte> prefix(const Buffer& b, std::size_t bytes) {
+  const auto all = own(b).bytes();
+  return all.size() >= bytes ? all.first(bytes) : all;
+}
+std::span<std::byte> prefix(Buffer& b, std::size_t bytes) {
+  const auto all = own(b).bytes();
+  return all.size() >= bytes ? all.first(bytes) : all;
+}
+
+// A token outside the table is refused before any row is read.
+void check_tokens(const Buffer& tokens, std::int64_t m, std::int64_t n) {
+  const auto* ids = reinterpret_cast<const std::int32_t*>(data(tokens));
+  for (std::int64_t i = 0; i < m; ++i)
+    if (ids[i] < 0 || ids[i] >= n)
+      checks::fail("embed", "token " + std::to_string(ids[i]) + " (row " + std::to_string(i) +
+                                ") is outside the table's " + std::to_string(n) + " rows");
+}
 
 void check_sizes(std::size_t buffer, std::size_t host, const char* what) {
   if (buffer != host)
@@ -110,7 +149,80 @@ class CpuBackend final : public Backend {
     return std::make_unique<CpuMatrix>(w);
   }
   void qmv(Kernel kernel, const Matrix& w, const Buffer& x, std::int64_t m, Buffer& y) override {
-    cpu::qmv(kernel, own(w).view(), own(x).bytes(), m, own(y).bytes(), options_);
+    const QuantizedMatrixView& v = own(w).view();
+    const std::size_t e = dtype_size(v.dtype);
+    const bool sane = m >= 1 && m <= (std::int64_t(1) << 24);
+    cpu::qmv(kernel, v, sane ? prefix(x, std::size_t(m * v.k) * e) : own(x).bytes(), m,
+             sane ? prefix(y, std::size_t(m * v.n) * e) : own(y).bytes(), options_);
+  }
+
+  std::unique_ptr<DenseMatrix> load_dense(DType t, std::int64_t n, std::int64_t k,
+                                          std::span<const std::byte> weight) override {
+    validate_dtype(t);
+    checks::in_range("load_dense", "n", n, 1, std::int64_t(1) << 24);
+    checks::in_range("load_dense", "k", k, 1, std::int64_t(1) << 24);
+    if (weight.size() != checks::bytes_of("load_dense", n * k, dtype_size(t)))
+      checks::fail("load_dense", std::to_string(weight.size()) + " bytes for a " + std::to_string(n) + "x" +
+                                     std::to_string(k) + " matrix");
+    return std::make_unique<CpuDenseMatrix>(t, n, k, weight);
+  }
+  void copy(const Buffer& from, std::size_t from_offset, Buffer& to, std::size_t to_offset, std::size_t bytes) override {
+    checks::copy(own(from), from_offset, own(to), to_offset, bytes);
+    if (bytes > 0) std::memcpy(data(to) + to_offset, data(from) + from_offset, bytes);
+  }
+  void dense_mv(const DenseMatrix& w, const Buffer& x, std::int64_t m, Buffer& y) override {
+    checks::dense_mv(own(w), own(x), m, own(y));
+    cpu::dense_mv(own(w).weights(), data(x), m, data(y), options_.threads);
+  }
+  void embed(const Matrix& table, const Buffer& tokens, std::int64_t m, Buffer& out) override {
+    const QuantizedMatrixView& v = own(table).view();
+    checks::embed(v.n, v.k, v.dtype, own(tokens), m, own(out));
+    check_tokens(tokens, m, v.n);
+    cpu::embed_quantized(v, reinterpret_cast<const std::int32_t*>(data(tokens)), m, data(out), options_.threads);
+  }
+  void embed(const DenseMatrix& table, const Buffer& tokens, std::int64_t m, Buffer& out) override {
+    checks::embed(table.n(), table.k(), table.dtype(), own(tokens), m, own(out));
+    check_tokens(tokens, m, table.n());
+    cpu::embed_dense(own(table).weights(), reinterpret_cast<const std::int32_t*>(data(tokens)), m, data(out));
+  }
+  void rmsnorm(const Buffer& x, const Buffer& weight, std::int64_t rows, std::int64_t h, DType t, float eps,
+               bool one_plus_weight, Buffer& y) override {
+    checks::rmsnorm(own(x), own(weight), rows, h, t, eps, own(y));
+    cpu::rmsnorm(data(x), data(weight), rows, h, t, eps, one_plus_weight, data(y), options_.threads);
+  }
+  void rope(Buffer& x, std::int64_t m, std::int64_t heads, std::int64_t head_dim, DType t, std::int64_t start_position,
+            const Buffer& steps, bool interleaved) override {
+    checks::rope(own(x), m, heads, head_dim, t, start_position, own(steps));
+    cpu::rope(data(x), m, heads, head_dim, t, start_position, reinterpret_cast<const std::uint64_t*>(data(steps)),
+              interleaved, options_.threads);
+  }
+  void attention(const Buffer& q, const Buffer& keys, const Buffer& values, std::int64_t m, std::int64_t start_position,
+                 const AttentionShape& shape, DType t, Buffer& out) override {
+    checks::attention(own(q), own(keys), own(values), m, start_position, shape, t, own(out));
+    cpu::attention(data(q), data(keys), data(values), m, start_position, shape, t, data(out), options_.threads);
+  }
+  void gated_activation(const Buffer& gate, const Buffer& up, std::int64_t count, Activation act, DType t,
+                        Buffer& out) override {
+    checks::elementwise("gated_activation", count, t, {&own(gate), &own(up), &own(out)});
+    if (act != Activation::silu && act != Activation::gelu_tanh)
+      checks::fail("gated_activation", "activation value " + std::to_string(int(act)) + " is not an Activation");
+    cpu::gated_activation(data(gate), data(up), count, act, t, data(out), options_.threads);
+  }
+  void add(const Buffer& a, const Buffer& b, std::int64_t count, DType t, Buffer& out) override {
+    checks::elementwise("add", count, t, {&own(a), &own(b), &own(out)});
+    cpu::add(data(a), data(b), count, t, data(out));
+  }
+  void add_bias(Buffer& y, const Buffer& bias, std::int64_t m, std::int64_t n, DType t) override {
+    checks::add_bias(own(y), own(bias), m, n, t);
+    cpu::add_bias(data(y), data(bias), m, n, t);
+  }
+  void scale(Buffer& x, std::int64_t count, float factor, DType t) override {
+    checks::elementwise("scale", count, t, {&own(x)});
+    cpu::scale(data(x), count, factor, t);
+  }
+  void argmax(const Buffer& logits, std::int64_t m, std::int64_t n, DType t, Buffer& indices) override {
+    checks::argmax(own(logits), m, n, t, own(indices));
+    cpu::argmax(data(logits), m, n, t, reinterpret_cast<std::int32_t*>(data(indices)));
   }
   void synchronize() override {}
   const QmvOptions& options() const override { return options_; }

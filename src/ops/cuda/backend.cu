@@ -209,9 +209,47 @@ class CudaBackend final : public Backend {
   }
   void qmv(Kernel kernel, const Matrix& w, const Buffer& x, std::int64_t m, Buffer& y) override {
     validate_kernel(kernel);
-    cuda::qmv(kernel, own<const CudaMatrix>(w, "matrix").view_for(kernel), own<const CudaBuffer>(x, "buffer").bytes(), m,
-              own<CudaBuffer>(y, "buffer").bytes(), options_);
+    const QuantizedMatrixView& v = own<const CudaMatrix>(w, "matrix").view_for(kernel);
+    std::span<const std::byte> xs = own<const CudaBuffer>(x, "buffer").bytes();
+    std::span<std::byte> ys = own<CudaBuffer>(y, "buffer").bytes();
+    // The first M rows of larger buffers (cuda::qmv checks the exact sizes it is given).
+    if (m >= 1 && m <= (std::int64_t(1) << 24)) {
+      const std::size_t e = dtype_size(v.dtype);
+      if (xs.size() >= std::size_t(m * v.k) * e) xs = xs.first(std::size_t(m * v.k) * e);
+      if (ys.size() >= std::size_t(m * v.n) * e) ys = ys.first(std::size_t(m * v.n) * e);
+    }
+    cuda::qmv(kernel, v, xs, m, ys, options_);
   }
+
+  // The decoder's ops are not on the CUDA backend yet: the CPU backend runs the decoder.
+  [[noreturn]] static void decoder_op(const char* op) {
+    throw std::runtime_error(std::string("[exactq] cuda backend: the decoder op '") + op +
+                             "' is not implemented on CUDA yet (use --backend cpu)");
+  }
+  std::unique_ptr<DenseMatrix> load_dense(DType, std::int64_t, std::int64_t, std::span<const std::byte>) override {
+    decoder_op("load_dense");
+  }
+  void copy(const Buffer&, std::size_t, Buffer&, std::size_t, std::size_t) override { decoder_op("copy"); }
+  void dense_mv(const DenseMatrix&, const Buffer&, std::int64_t, Buffer&) override { decoder_op("dense_mv"); }
+  void embed(const Matrix&, const Buffer&, std::int64_t, Buffer&) override { decoder_op("embed"); }
+  void embed(const DenseMatrix&, const Buffer&, std::int64_t, Buffer&) override { decoder_op("embed"); }
+  void rmsnorm(const Buffer&, const Buffer&, std::int64_t, std::int64_t, DType, float, bool, Buffer&) override {
+    decoder_op("rmsnorm");
+  }
+  void rope(Buffer&, std::int64_t, std::int64_t, std::int64_t, DType, std::int64_t, const Buffer&, bool) override {
+    decoder_op("rope");
+  }
+  void attention(const Buffer&, const Buffer&, const Buffer&, std::int64_t, std::int64_t, const AttentionShape&, DType,
+                 Buffer&) override {
+    decoder_op("attention");
+  }
+  void gated_activation(const Buffer&, const Buffer&, std::int64_t, Activation, DType, Buffer&) override {
+    decoder_op("gated_activation");
+  }
+  void add(const Buffer&, const Buffer&, std::int64_t, DType, Buffer&) override { decoder_op("add"); }
+  void add_bias(Buffer&, const Buffer&, std::int64_t, std::int64_t, DType) override { decoder_op("add_bias"); }
+  void scale(Buffer&, std::int64_t, float, DType) override { decoder_op("scale"); }
+  void argmax(const Buffer&, std::int64_t, std::int64_t, DType, Buffer&) override { decoder_op("argmax"); }
   void synchronize() override { EXACTQ_CUDA_CHECK(cudaDeviceSynchronize()); }
   const QmvOptions& options() const override { return options_; }
 

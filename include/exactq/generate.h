@@ -1,0 +1,38 @@
+// Greedy generation on a Decoder: the classic decode loop (prefill, then one token per forward)
+// that speculative decoding must reproduce byte for byte.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "exactq/decoder.h"
+
+namespace exactq {
+
+enum class StopReason : std::uint8_t { eos, max_tokens, context };
+std::string_view to_string(StopReason reason);
+
+struct GreedyOptions {
+  std::int64_t max_tokens = 128;        // tokens to generate at most (>= 1)
+  std::vector<std::int32_t> stop_ids;   // generation ends after producing one of these (EOS)
+};
+
+struct GreedyResult {
+  std::vector<std::int32_t> tokens;  // generated, the stop token included
+  StopReason stop = StopReason::max_tokens;
+  std::int64_t prompt_tokens = 0;
+  double prefill_seconds = 0;  // the prompt's forward up to the first token
+  double decode_seconds = 0;   // every later token
+};
+
+// Runs `prompt` from position 0 (the cache is reset), then generates greedily: each token is the
+// argmax of the last row's logits (order/argmax.h). `on_token` sees each token as it is produced.
+// Stops after a stop id, after max_tokens, or when the context is full. Throws
+// std::invalid_argument on an empty prompt, max_tokens < 1, or a prompt that fills the context.
+GreedyResult greedy_decode(Decoder& decoder, std::span<const std::int32_t> prompt, const GreedyOptions& options,
+                           const std::function<void(std::int32_t)>& on_token = {});
+
+}  // namespace exactq

@@ -1,0 +1,297 @@
+// The forward pass (exactq/decoder.h): embedding, then per layer RMSNorm, q/k/v projections
+// (+ biases, + per-head q/k norms), RoPE, the KV cache write, attention, the output projection,
+// the residual add (Gemma 3 normalizes the branch first), the gated MLP, the second residual add;
+// then the final norm, the head and the argmax. Every op is a Backend op whose rows are
+// independent, and the quantized linears take their kernel from the run's family and the layer's
+// shape, never from M: so every row's bytes are the same at every M.
+#include "exactq/decoder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "engine/weights.h"
+#include "exactq/mma_layout.h"
+#include "order/attention.h"
+#include "order/rope.h"
+
+namespace exactq {
+
+namespace {
+
+[[noreturn]] void fail(const std::string& what) { throw std::invalid_argument("[exactq] decoder: " + what); }
+
+constexpr std::int64_t kDefaultContext = 4096;
+
+order::RopeParams rope_params(const ModelConfig& c, bool local) {
+  order::RopeParams p;
+  p.dims = int(c.head_dim);
+  if (local) {  // Gemma 3's sliding-window layers: their own base, no scaling
+    p.base = c.rope_local_theta;
+    return p;
+  }
+  p.base = c.rope_theta;
+  switch (c.rope_scaling.kind) {
+    case RopeScaling::Kind::none: break;
+    case RopeScaling::Kind::linear: p.scaling = order::RopeScalingKind::linear; break;
+    case RopeScaling::Kind::llama3: p.scaling = order::RopeScalingKind::llama3; break;
+  }
+  p.factor = c.rope_scaling.factor;
+  p.low_freq_factor = c.rope_scaling.low_freq_factor;
+  p.high_freq_factor = c.rope_scaling.high_freq_factor;
+  p.original_max_position_embeddings = double(c.rope_scaling.original_max_position_embeddings);
+  return p;
+}
+
+}  // namespace
+
+std::string_view to_string(KernelFamily family) {
+  switch (family) {
+    case KernelFamily::exact: return "exact";
+    case KernelFamily::mma: return "mma";
+    case KernelFamily::narrow: return "narrow";
+    case KernelFamily::wide: return "wide";
+  }
+  fail("kernel family value " + std::to_string(int(family)) + " is not a KernelFamily");
+}
+
+KernelFamily parse_kernel_family(std::string_view text) {
+  if (text == "exact") return KernelFamily::exact;
+  if (text == "mma") return KernelFamily::mma;
+  if (text == "narrow") return KernelFamily::narrow;
+  if (text == "wide") return KernelFamily::wide;
+  throw std::invalid_argument("[exactq] unknown kernel family '" + std::string(text) +
+                              "' (expected exact, mma, narrow or wide)");
+}
+
+Kernel kernel_for(KernelFamily family, const QuantizedMatrixView& w, std::int64_t m) {
+  switch (family) {
+    case KernelFamily::exact: return m == 1 ? Kernel::qmv : Kernel::qmv_streamed;
+    case KernelFamily::mma:
+      if (w.dtype != DType::f32 && mma_layout::fits(w.bits, w.group, w.k)) return Kernel::qmv_mma;
+      return m == 1 ? Kernel::qmv : Kernel::qmv_streamed;
+    case KernelFamily::narrow: return Kernel::qmv;
+    case KernelFamily::wide: return m == 1 ? Kernel::qmv : Kernel::qmv_wide;
+  }
+  fail("kernel family value " + std::to_string(int(family)) + " is not a KernelFamily");
+}
+
+struct Decoder::State {
+  Backend& backend;
+  ModelConfig config;
+  DecoderOptions options;
+  DType t;
+  std::size_t e;  // bytes per activation
+  engine::Weights w;
+  std::unique_ptr<Buffer> rope_global, rope_local;  // phase steps (order/rope.h)
+  std::vector<std::unique_ptr<Buffer>> keys, values;  // per layer: [context, kv_dim]
+  std::int64_t length = 0;
+  float eps = 0, embed_scale = 0;
+
+  // Activations for up to `capacity` rows.
+  std::int64_t capacity = 0;
+  std::unique_ptr<Buffer> tokens, h, xn, q, k, v, attn, o, gate, up, down, logits, indices;
+  std::int64_t logits_rows = 0;
+
+  State(Backend& b, const Checkpoint& c, const DecoderOptions& o)
+      : backend(b), config(c.config()), options(o), t(c.dtype()), e(dtype_size(c.dtype())) {}
+
+  std::unique_ptr<Buffer> alloc(std::int64_t elements, std::size_t size) {
+    return backend.allocate(std::size_t(elements) * size);
+  }
+
+  void reserve(std::int64_t m) {
+    if (m <= capacity) return;
+    const ModelConfig& c = config;
+    const std::int64_t vocab = w.head().n;
+    tokens = alloc(m, sizeof(std::int32_t));
+    indices = alloc(m, sizeof(std::int32_t));
+    h = alloc(m * c.hidden_size, e);
+    xn = alloc(m * c.hidden_size, e);
+    q = alloc(m * c.q_dim(), e);
+    k = alloc(m * c.kv_dim(), e);
+    v = alloc(m * c.kv_dim(), e);
+    attn = alloc(m * c.q_dim(), e);
+    o = alloc(m * c.hidden_size, e);
+    gate = alloc(m * c.intermediate_size, e);
+    up = alloc(m * c.intermediate_size, e);
+    down = alloc(m * c.hidden_size, e);
+    logits = alloc(m * vocab, e);
+    capacity = m;
+  }
+
+  void linear(const engine::Linear& l, const Buffer& x, std::int64_t m, Buffer& y) {
+    if (l.q)
+      backend.qmv(kernel_for(options.family, l.q->view(), m), *l.q, x, m, y);
+    else
+      backend.dense_mv(*l.dense, x, m, y);
+    if (l.bias) backend.add_bias(y, *l.bias, m, l.n, t);
+  }
+
+  void norm(const Buffer& x, const Buffer& weight, std::int64_t rows, std::int64_t width, Buffer& y) {
+    backend.rmsnorm(x, weight, rows, width, t, eps, config.norm_offset != 0.0, y);
+  }
+
+  void layer(std::size_t index, std::int64_t m, std::int64_t start) {
+    const ModelConfig& c = config;
+    const engine::LayerWeights& L = w.layers[index];
+    const bool local = !c.sliding_layers.empty() && c.sliding_layers[index];
+    const std::int64_t hidden = m * c.hidden_size;
+
+    norm(*h, *L.input_norm, m, c.hidden_size, *xn);
+    linear(L.q_proj, *xn, m, *q);
+    linear(L.k_proj, *xn, m, *k);
+    linear(L.v_proj, *xn, m, *v);
+    if (c.qk_norm) {
+      norm(*q, *L.q_norm, m * c.num_heads, c.head_dim, *q);
+      norm(*k, *L.k_norm, m * c.num_kv_heads, c.head_dim, *k);
+    }
+    const Buffer& steps = local ? *rope_local : *rope_global;
+    backend.rope(*q, m, c.num_heads, c.head_dim, t, start, steps, c.rope_traditional);
+    backend.rope(*k, m, c.num_kv_heads, c.head_dim, t, start, steps, c.rope_traditional);
+    const std::size_t row = std::size_t(c.kv_dim()) * e;
+    backend.copy(*k, 0, *keys[index], std::size_t(start) * row, std::size_t(m) * row);
+    backend.copy(*v, 0, *values[index], std::size_t(start) * row, std::size_t(m) * row);
+    const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim,
+                               order::attention_scale(c.query_pre_attn_scalar), local ? c.sliding_window : 0};
+    backend.attention(*q, *keys[index], *values[index], m, start, shape, t, *attn);
+    linear(L.o_proj, *attn, m, *o);
+    if (c.sandwich_norm) {
+      norm(*o, *L.post_attention_norm, m, c.hidden_size, *o);
+      backend.add(*h, *o, hidden, t, *h);
+      norm(*h, *L.pre_feedforward_norm, m, c.hidden_size, *xn);
+    } else {
+      backend.add(*h, *o, hidden, t, *h);
+      norm(*h, *L.post_attention_norm, m, c.hidden_size, *xn);
+    }
+    linear(L.gate_proj, *xn, m, *gate);
+    linear(L.up_proj, *xn, m, *up);
+    backend.gated_activation(*gate, *up, m * c.intermediate_size, c.activation, t, *gate);
+    linear(L.down_proj, *gate, m, *down);
+    if (c.sandwich_norm) norm(*down, *L.post_feedforward_norm, m, c.hidden_size, *down);
+    backend.add(*h, *down, hidden, t, *h);
+  }
+};
+
+Decoder::Decoder(Backend& backend, const Checkpoint& checkpoint, const DecoderOptions& options)
+    : s_(std::make_unique<State>(backend, checkpoint, options)) {
+  State& s = *s_;
+  const ModelConfig& c = s.config;
+  to_string(options.family);  // refuses a value outside the enum
+  if (c.head_dim % order::kDotPartials != 0 || c.head_dim > order::kMaxHeadDim)
+    fail("head_dim = " + std::to_string(c.head_dim) + " is not a multiple of 8 up to " +
+         std::to_string(order::kMaxHeadDim) + " (the attention order's limit)");
+  std::int64_t context = options.context_length;
+  if (context == 0) context = c.max_position_embeddings > 0 ? std::min(c.max_position_embeddings, kDefaultContext) : kDefaultContext;
+  if (context < 1 || context > (std::int64_t(1) << 24))
+    fail("context length " + std::to_string(context) + " is out of range [1, 2^24]");
+  s.options.context_length = context;
+  s.eps = float(c.rms_norm_eps);
+  if (c.scale_embeddings) {  // sqrt(hidden) rounded to the model dtype, as Gemma computes it
+    float f = float(std::sqrt(double(c.hidden_size)));
+    std::byte stored[4];
+    store_f32(stored, 0, s.t, f);
+    s.embed_scale = load_f32(stored, 0, s.t);
+  }
+  s.w = engine::upload_weights(backend, checkpoint);
+  auto steps_buffer = [&](bool local) {
+    const std::vector<std::uint64_t> steps = order::rope_phase_steps(order::rope_inverse_frequencies(rope_params(c, local)));
+    auto b = backend.allocate(steps.size() * sizeof(std::uint64_t));
+    backend.upload(*b, std::as_bytes(std::span(steps)));
+    return b;
+  };
+  s.rope_global = steps_buffer(false);
+  s.rope_local = c.sliding_layers.empty() ? steps_buffer(false) : steps_buffer(true);
+  const std::size_t cache = std::size_t(context) * std::size_t(c.kv_dim()) * s.e;
+  for (std::int64_t l = 0; l < c.num_layers; ++l) {
+    s.keys.push_back(backend.allocate(cache));
+    s.values.push_back(backend.allocate(cache));
+  }
+}
+
+Decoder::~Decoder() = default;
+
+const ModelConfig& Decoder::config() const { return s_->config; }
+const DecoderOptions& Decoder::options() const { return s_->options; }
+DType Decoder::dtype() const { return s_->t; }
+std::int64_t Decoder::vocab_size() const { return s_->w.head().n; }
+std::int64_t Decoder::context_length() const { return s_->options.context_length; }
+std::int64_t Decoder::length() const { return s_->length; }
+std::int64_t Decoder::logits_rows() const { return s_->logits_rows; }
+
+void Decoder::truncate(std::int64_t length) {
+  if (length < 0 || length > s_->length)
+    fail("cannot truncate to " + std::to_string(length) + ": the cache holds " + std::to_string(s_->length) + " positions");
+  s_->length = length;
+}
+
+void Decoder::forward(std::span<const std::int32_t> tokens, std::int64_t start, Rows rows) {
+  State& s = *s_;
+  const ModelConfig& c = s.config;
+  const std::int64_t m = std::int64_t(tokens.size());
+  if (m == 0) fail("no tokens to run");
+  if (start < 0 || start > s.length)
+    fail("start position " + std::to_string(start) + " is past the cache's " + std::to_string(s.length) + " positions");
+  if (m > s.options.context_length - start)
+    fail(std::to_string(m) + " tokens from position " + std::to_string(start) + " overflow the context of " +
+         std::to_string(s.options.context_length));
+  const std::int64_t embed_rows = s.w.embed.n;
+  for (std::size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] < 0 || tokens[i] >= embed_rows)
+      fail("token " + std::to_string(tokens[i]) + " (at " + std::to_string(i) + ") is outside the vocabulary [0, " +
+           std::to_string(embed_rows) + ")");
+  if (rows != Rows::all && rows != Rows::last) fail("rows value " + std::to_string(int(rows)) + " is not a Rows");
+
+  s.reserve(m);
+  s.length = start;
+  s.logits_rows = 0;
+  {
+    auto staged = s.backend.allocate(tokens.size_bytes());  // upload takes a buffer of exactly its size
+    s.backend.upload(*staged, std::as_bytes(tokens));
+    s.backend.copy(*staged, 0, *s.tokens, 0, tokens.size_bytes());
+  }
+  if (s.w.embed.q)
+    s.backend.embed(*s.w.embed.q, *s.tokens, m, *s.h);
+  else
+    s.backend.embed(*s.w.embed.dense, *s.tokens, m, *s.h);
+  if (c.scale_embeddings) s.backend.scale(*s.h, m * c.hidden_size, s.embed_scale, s.t);
+  for (std::size_t l = 0; l < s.w.layers.size(); ++l) s.layer(l, m, start);
+  s.length = start + m;
+
+  const std::int64_t out = rows == Rows::all ? m : 1;
+  if (rows == Rows::last) {  // only the last row: its bytes are the same as in the full computation
+    const std::size_t row = std::size_t(c.hidden_size) * s.e;
+    s.backend.copy(*s.h, std::size_t(m - 1) * row, *s.xn, 0, row);
+    s.norm(*s.xn, *s.w.final_norm, 1, c.hidden_size, *s.o);
+  } else {
+    s.norm(*s.h, *s.w.final_norm, m, c.hidden_size, *s.o);
+  }
+  s.linear(s.w.head(), *s.o, out, *s.logits);
+  s.logits_rows = out;
+}
+
+std::vector<std::byte> Decoder::logits() {
+  State& s = *s_;
+  std::vector<std::byte> bytes(std::size_t(s.logits_rows * vocab_size()) * s.e);
+  if (bytes.empty()) return bytes;
+  auto staging = s.backend.allocate(bytes.size());
+  s.backend.copy(*s.logits, 0, *staging, 0, bytes.size());
+  s.backend.synchronize();
+  s.backend.download(*staging, bytes);
+  return bytes;
+}
+
+std::vector<std::int32_t> Decoder::greedy() {
+  State& s = *s_;
+  std::vector<std::int32_t> ids(std::size_t(s.logits_rows));
+  if (ids.empty()) return ids;
+  s.backend.argmax(*s.logits, s.logits_rows, vocab_size(), s.t, *s.indices);
+  auto staging = s.backend.allocate(ids.size() * sizeof(std::int32_t));
+  s.backend.copy(*s.indices, 0, *staging, 0, staging->size());
+  s.backend.synchronize();
+  s.backend.download(*staging, std::as_writable_bytes(std::span(ids)));
+  return ids;
+}
+
+}  // namespace exactq

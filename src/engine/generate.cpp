@@ -1,0 +1,59 @@
+// The classic greedy loop (exactq/generate.h).
+#include "exactq/generate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+#include <string>
+
+namespace exactq {
+
+std::string_view to_string(StopReason reason) {
+  switch (reason) {
+    case StopReason::eos: return "eos";
+    case StopReason::max_tokens: return "max_tokens";
+    case StopReason::context: return "context";
+  }
+  return "unknown";
+}
+
+GreedyResult greedy_decode(Decoder& decoder, std::span<const std::int32_t> prompt, const GreedyOptions& options,
+                           const std::function<void(std::int32_t)>& on_token) {
+  if (prompt.empty()) throw std::invalid_argument("[exactq] generate: the prompt has no tokens");
+  if (options.max_tokens < 1)
+    throw std::invalid_argument("[exactq] generate: max_tokens = " + std::to_string(options.max_tokens) + " must be at least 1");
+  if (std::int64_t(prompt.size()) >= decoder.context_length())
+    throw std::invalid_argument("[exactq] generate: the prompt's " + std::to_string(prompt.size()) +
+                                " tokens leave no room in the context of " + std::to_string(decoder.context_length()));
+  using Clock = std::chrono::steady_clock;
+  auto seconds = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+  GreedyResult r;
+  r.prompt_tokens = std::int64_t(prompt.size());
+  const auto start = Clock::now();
+  decoder.forward(prompt, 0, Decoder::Rows::last);
+  std::int32_t token = decoder.greedy().front();
+  const auto first = Clock::now();
+  r.prefill_seconds = seconds(start, first);
+  for (;;) {
+    r.tokens.push_back(token);
+    if (on_token) on_token(token);
+    if (std::find(options.stop_ids.begin(), options.stop_ids.end(), token) != options.stop_ids.end()) {
+      r.stop = StopReason::eos;
+      break;
+    }
+    if (std::int64_t(r.tokens.size()) >= options.max_tokens) {
+      r.stop = StopReason::max_tokens;
+      break;
+    }
+    if (decoder.length() >= decoder.context_length()) {
+      r.stop = StopReason::context;
+      break;
+    }
+    decoder.forward({&token, 1}, decoder.length());
+    token = decoder.greedy().front();
+  }
+  r.decode_seconds = seconds(first, Clock::now());
+  return r;
+}
+
+}  // namespace exactq

@@ -1,0 +1,134 @@
+// The decoder ops' argument checks (decoder_checks.h).
+#include "ops/decoder_checks.h"
+
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "order/attention.h"
+
+namespace exactq::checks {
+
+namespace {
+constexpr std::int64_t kMaxRows = std::int64_t(1) << 24;
+constexpr std::int64_t kMaxDim = std::int64_t(1) << 24;
+constexpr std::int64_t kMaxPosition = std::int64_t(1) << 40;
+}  // namespace
+
+void fail(const char* op, const std::string& what) { throw std::invalid_argument(std::string("[exactq] ") + op + ": " + what); }
+
+std::size_t bytes_of(const char* op, std::int64_t count, std::size_t element) {
+  if (count < 0 || std::uint64_t(count) > std::numeric_limits<std::size_t>::max() / element)
+    fail(op, std::to_string(count) + " elements is out of range");
+  return std::size_t(count) * element;
+}
+
+void holds(const char* op, const char* operand, const Buffer& buffer, std::size_t need) {
+  if (buffer.size() < need)
+    fail(op, std::string(operand) + " holds " + std::to_string(buffer.size()) + " bytes, " + std::to_string(need) +
+                 " are needed");
+}
+
+void in_range(const char* op, const char* name, std::int64_t value, std::int64_t low, std::int64_t high) {
+  if (value < low || value > high)
+    fail(op, std::string(name) + " = " + std::to_string(value) + " is out of range [" + std::to_string(low) + ", " +
+                 std::to_string(high) + "]");
+}
+
+void dense_mv(const DenseMatrix& w, const Buffer& x, std::int64_t m, const Buffer& y) {
+  in_range("dense_mv", "M", m, 1, kMaxRows);
+  const std::size_t e = dtype_size(w.dtype());
+  holds("dense_mv", "x", x, bytes_of("dense_mv", m * w.k(), e));
+  holds("dense_mv", "y", y, bytes_of("dense_mv", m * w.n(), e));
+}
+
+void copy(const Buffer& from, std::size_t from_offset, const Buffer& to, std::size_t to_offset, std::size_t bytes) {
+  if (from_offset > from.size() || bytes > from.size() - from_offset)
+    fail("copy", "source range [" + std::to_string(from_offset) + ", +" + std::to_string(bytes) + ") exceeds its " +
+                     std::to_string(from.size()) + " bytes");
+  if (to_offset > to.size() || bytes > to.size() - to_offset)
+    fail("copy", "destination range [" + std::to_string(to_offset) + ", +" + std::to_string(bytes) + ") exceeds its " +
+                     std::to_string(to.size()) + " bytes");
+  if (&from == &to && from_offset < to_offset + bytes && to_offset < from_offset + bytes)
+    fail("copy", "source and destination ranges overlap");
+}
+
+void embed(std::int64_t n, std::int64_t k, DType t, const Buffer& tokens, std::int64_t m, const Buffer& out) {
+  in_range("embed", "M", m, 1, kMaxRows);
+  holds("embed", "tokens", tokens, bytes_of("embed", m, sizeof(std::int32_t)));
+  holds("embed", "out", out, bytes_of("embed", m * k, dtype_size(t)));
+  (void)n;
+}
+
+void rmsnorm(const Buffer& x, const Buffer& weight, std::int64_t rows, std::int64_t h, DType t, float eps,
+             const Buffer& y) {
+  validate_dtype(t);
+  in_range("rmsnorm", "rows", rows, 1, kMaxRows * 256);
+  in_range("rmsnorm", "h", h, 1, kMaxDim);
+  if (!(eps >= 0.0f) || eps == std::numeric_limits<float>::infinity())
+    fail("rmsnorm", "eps = " + std::to_string(eps) + " must be finite and >= 0");
+  const std::size_t e = dtype_size(t);
+  holds("rmsnorm", "x", x, bytes_of("rmsnorm", rows * h, e));
+  holds("rmsnorm", "weight", weight, bytes_of("rmsnorm", h, e));
+  holds("rmsnorm", "y", y, bytes_of("rmsnorm", rows * h, e));
+}
+
+void rope(const Buffer& x, std::int64_t m, std::int64_t heads, std::int64_t head_dim, DType t,
+          std::int64_t start_position, const Buffer& steps) {
+  validate_dtype(t);
+  in_range("rope", "M", m, 1, kMaxRows);
+  in_range("rope", "heads", heads, 1, 1 << 16);
+  in_range("rope", "head_dim", head_dim, 2, order::kMaxHeadDim);
+  if (head_dim % 2 != 0) fail("rope", "head_dim = " + std::to_string(head_dim) + " is odd");
+  in_range("rope", "start_position", start_position, 0, kMaxPosition);
+  holds("rope", "x", x, bytes_of("rope", m * heads * head_dim, dtype_size(t)));
+  holds("rope", "steps", steps, bytes_of("rope", head_dim / 2, sizeof(std::uint64_t)));
+}
+
+void attention(const Buffer& q, const Buffer& keys, const Buffer& values, std::int64_t m,
+               std::int64_t start_position, const AttentionShape& s, DType t, const Buffer& out) {
+  validate_dtype(t);
+  in_range("attention", "M", m, 1, kMaxRows);
+  in_range("attention", "start_position", start_position, 0, kMaxPosition);
+  in_range("attention", "kv_heads", s.kv_heads, 1, 1 << 16);
+  in_range("attention", "heads", s.heads, s.kv_heads, 1 << 16);
+  if (s.heads % s.kv_heads != 0)
+    fail("attention", "heads = " + std::to_string(s.heads) + " is not a multiple of kv_heads = " + std::to_string(s.kv_heads));
+  in_range("attention", "head_dim", s.head_dim, order::kDotPartials, order::kMaxHeadDim);
+  if (s.head_dim % order::kDotPartials != 0)
+    fail("attention", "head_dim = " + std::to_string(s.head_dim) + " is not a multiple of 8");
+  in_range("attention", "window", s.window, 0, kMaxPosition);
+  if (!(s.scale > 0.0f) || s.scale == std::numeric_limits<float>::infinity())
+    fail("attention", "scale = " + std::to_string(s.scale) + " must be finite and positive");
+  const std::size_t e = dtype_size(t);
+  holds("attention", "q", q, bytes_of("attention", m * s.heads * s.head_dim, e));
+  holds("attention", "out", out, bytes_of("attention", m * s.heads * s.head_dim, e));
+  const std::int64_t positions = start_position + m;
+  holds("attention", "keys", keys, bytes_of("attention", positions * s.kv_heads * s.head_dim, e));
+  holds("attention", "values", values, bytes_of("attention", positions * s.kv_heads * s.head_dim, e));
+}
+
+void elementwise(const char* op, std::int64_t count, DType t, std::initializer_list<const Buffer*> operands) {
+  validate_dtype(t);
+  in_range(op, "count", count, 1, kMaxRows * kMaxDim);
+  const std::size_t need = bytes_of(op, count, dtype_size(t));
+  for (const Buffer* b : operands) holds(op, "an operand", *b, need);
+}
+
+void add_bias(const Buffer& y, const Buffer& bias, std::int64_t m, std::int64_t n, DType t) {
+  validate_dtype(t);
+  in_range("add_bias", "M", m, 1, kMaxRows);
+  in_range("add_bias", "N", n, 1, kMaxDim);
+  holds("add_bias", "y", y, bytes_of("add_bias", m * n, dtype_size(t)));
+  holds("add_bias", "bias", bias, bytes_of("add_bias", n, dtype_size(t)));
+}
+
+void argmax(const Buffer& logits, std::int64_t m, std::int64_t n, DType t, const Buffer& indices) {
+  validate_dtype(t);
+  in_range("argmax", "M", m, 1, kMaxRows);
+  in_range("argmax", "N", n, 1, std::int64_t(1) << 31);
+  holds("argmax", "logits", logits, bytes_of("argmax", m * n, dtype_size(t)));
+  holds("argmax", "indices", indices, bytes_of("argmax", m, sizeof(std::int32_t)));
+}
+
+}  // namespace exactq::checks

@@ -1,0 +1,35 @@
+// Argument checks of the decoder's ops (Backend's second half), shared by both backends so that
+// each op refuses the same arguments with the same words on either side.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "exactq/backend.h"
+
+namespace exactq::checks {
+
+// Throws std::invalid_argument("[exactq] <op>: <what>").
+[[noreturn]] void fail(const char* op, const std::string& what);
+
+// `count` elements of `element` bytes; throws where count is negative or the size overflows.
+std::size_t bytes_of(const char* op, std::int64_t count, std::size_t element);
+// Throws where `buffer` holds fewer than `need` bytes, naming the operand.
+void holds(const char* op, const char* operand, const Buffer& buffer, std::size_t need);
+// Throws where `value` is outside [low, high], naming it.
+void in_range(const char* op, const char* name, std::int64_t value, std::int64_t low, std::int64_t high);
+
+void dense_mv(const DenseMatrix& w, const Buffer& x, std::int64_t m, const Buffer& y);
+void copy(const Buffer& from, std::size_t from_offset, const Buffer& to, std::size_t to_offset, std::size_t bytes);
+void embed(std::int64_t n, std::int64_t k, DType t, const Buffer& tokens, std::int64_t m, const Buffer& out);
+void rmsnorm(const Buffer& x, const Buffer& weight, std::int64_t rows, std::int64_t h, DType t, float eps,
+             const Buffer& y);
+void rope(const Buffer& x, std::int64_t m, std::int64_t heads, std::int64_t head_dim, DType t,
+          std::int64_t start_position, const Buffer& steps);
+void attention(const Buffer& q, const Buffer& keys, const Buffer& values, std::int64_t m,
+               std::int64_t start_position, const AttentionShape& shape, DType t, const Buffer& out);
+void elementwise(const char* op, std::int64_t count, DType t, std::initializer_list<const Buffer*> operands);
+void add_bias(const Buffer& y, const Buffer& bias, std::int64_t m, std::int64_t n, DType t);
+void argmax(const Buffer& logits, std::int64_t m, std::int64_t n, DType t, const Buffer& indices);
+
+}  // namespace exactq::checks

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzzes the checkpoint parsers: builds the libFuzzer targets of tests/fuzz/ with Debian's clang
+# Fuzzes the checkpoint and tokenizer parsers: builds the libFuzzer targets of tests/fuzz/ with Debian's clang
 # (-fsanitize=fuzzer,address,undefined) into build-fuzz/ and runs each for a bounded time, from a
 # copy of its committed seed corpus. Fails on any crash, leak, timeout or sanitizer report (a
 # sanitizer aborts the process: no report is recovered from).
@@ -15,9 +15,12 @@ mkdir -p "$out/obj"
 
 common=(-std=c++20 -O1 -g -fno-omit-frame-pointer -DFMT_HEADER_ONLY -Iinclude -Isrc
         -fsanitize=address,undefined -fno-sanitize-recover=all)
-# The parts of src/model the two parsers reach: header, config, quantization entry, module list.
+# The parts of src/model the parsers reach: header, config, quantization entry, module list, tokenizer.
 library=(src/model/text.cpp src/model/safetensors.cpp src/model/config.cpp src/model/quant_config.cpp
-         src/model/layout.cpp)
+         src/model/layout.cpp
+         src/model/tokenizer.cpp src/model/tokenizer_json.cpp src/model/tokenizer_bpe.cpp
+         src/model/tokenizer_pipeline.cpp src/model/tokenizer_added.cpp src/model/tokenizer_regex.cpp
+         src/model/tokenizer_text.cpp src/model/tokenizer_nfc.cpp)
 objects=()
 for source in "${library[@]}"; do
   object="$out/obj/$(basename "${source%.cpp}").o"
@@ -27,8 +30,9 @@ done
 wait
 
 status=0
-for target in safetensors config; do
-  "$cxx" "${common[@]}" -fsanitize=fuzzer "tests/fuzz/fuzz_$target.cpp" "${objects[@]}" -o "$out/fuzz_$target"
+for target in safetensors config tokenizer; do
+  "$cxx" "${common[@]}" -fsanitize=fuzzer "tests/fuzz/fuzz_$target.cpp" "${objects[@]}" $(pkg-config --libs libpcre2-8) \
+    -o "$out/fuzz_$target"
   corpus="$out/corpus-$target"
   rm -rf "$corpus" && mkdir -p "$corpus"
   cp tests/fuzz/corpus/$target/* "$corpus"/

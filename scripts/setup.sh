@@ -6,7 +6,8 @@ set -euo pipefail
 # they are named here so that the sanitized build's needs are checked, not assumed.
 packages=(cmake ninja-build g++ libgtest-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libfmt-dev
           libasan8 libubsan1
-          clang libclang-rt-14-dev)  # clang and libFuzzer: scripts/fuzz.sh
+          clang libclang-rt-14-dev  # clang and libFuzzer: scripts/fuzz.sh
+          libpcre2-dev pkg-config)  # the tokenizer's pre-tokenizer patterns
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

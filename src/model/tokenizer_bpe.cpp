@@ -14,17 +14,18 @@ namespace {
 std::uint64_t pair_key(std::int32_t a, std::int32_t b) { return (std::uint64_t(std::uint32_t(a)) << 32) | std::uint32_t(b); }
 
 // A merge's two parts: "a b" (one space, as older files write them) or ["a", "b"].
-std::pair<std::string, std::string> merge_parts(const json& m, const Where& w) {
+template <class W>
+std::pair<std::string, std::string> merge_parts(const json& m, const W& w) {
   if (m.is_string()) {
     const std::string& s = m.get_ref<const std::string&>();
     const std::size_t space = s.find(' ');
     if (space == std::string::npos || space == 0 || space + 1 == s.size() || s.find(' ', space + 1) != std::string::npos)
-      w.fail(fmt::format("merge '{}' is not two tokens separated by one space", printable(s)));
+      w().fail(fmt::format("merge '{}' is not two tokens separated by one space", printable(s)));
     return {s.substr(0, space), s.substr(space + 1)};
   }
   if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string())
     return {m[0].get<std::string>(), m[1].get<std::string>()};
-  w.fail(fmt::format("merge {} is not \"a b\" or [\"a\", \"b\"]", printable(m.dump())));
+  w().fail(fmt::format("merge {} is not \"a b\" or [\"a\", \"b\"]", printable(m.dump())));
 }
 
 }  // namespace
@@ -50,12 +51,14 @@ Bpe parse_bpe(const json& model, const Where& w) {
   bpe.vocab.reserve(vocab->size());
   std::unordered_map<std::int32_t, const std::string*> by_id;
   by_id.reserve(vocab->size());
+  // The field names of a refusal are formatted only on refusal: a vocabulary has 10^5 entries.
   for (const auto& [token, value] : vocab->items()) {
-    const Where wt{wv.file, fmt::format("{}['{}']", wv.path, printable(token))};
-    const std::int32_t id = wt.id(value);
-    if (token.empty()) wt.fail("the empty string is not a token");
+    const auto wt = [&, &token = token] { return Where{wv.file, fmt::format("{}['{}']", wv.path, printable(token))}; };
+    const bool plain = value.is_number_unsigned() && value.get<std::uint64_t>() < std::uint64_t(kMaxId);
+    const std::int32_t id = plain ? std::int32_t(value.get<std::uint64_t>()) : wt().id(value);
+    if (token.empty()) wt().fail("the empty string is not a token");
     auto [it, fresh] = by_id.emplace(id, &token);
-    if (!fresh) wt.fail(fmt::format("id {} is also the id of '{}'", id, printable(*it->second)));
+    if (!fresh) wt().fail(fmt::format("id {} is also the id of '{}'", id, printable(*it->second)));
     bpe.vocab.emplace(token, id);
   }
 
@@ -75,11 +78,11 @@ Bpe parse_bpe(const json& model, const Where& w) {
   if (merges == nullptr) return bpe;
   bpe.merges.reserve(merges->size());
   for (std::size_t rank = 0; rank < merges->size(); ++rank) {
-    const Where wr = wm[rank];
+    const auto wr = [&] { return wm[rank]; };
     auto [a, b] = merge_parts((*merges)[rank], wr);
     const auto find = [&](const std::string& t) {
       const auto it = bpe.vocab.find(t);
-      if (it == bpe.vocab.end()) wr.fail(fmt::format("merge of '{}' and '{}': '{}' is not in model.vocab", printable(a), printable(b), printable(t)));
+      if (it == bpe.vocab.end()) wr().fail(fmt::format("merge of '{}' and '{}': '{}' is not in model.vocab", printable(a), printable(b), printable(t)));
       return it->second;
     };
     const std::int32_t ia = find(a), ib = find(b), merged = find(a + b);

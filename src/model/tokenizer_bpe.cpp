@@ -79,7 +79,8 @@ Bpe parse_bpe(const json& model, const Where& w) {
   bpe.merges.reserve(merges->size());
   for (std::size_t rank = 0; rank < merges->size(); ++rank) {
     const auto wr = [&] { return wm[rank]; };
-    auto [a, b] = merge_parts((*merges)[rank], wr);
+    const auto parts = merge_parts((*merges)[rank], wr);
+    const std::string &a = parts.first, &b = parts.second;
     const auto find = [&](const std::string& t) {
       const auto it = bpe.vocab.find(t);
       if (it == bpe.vocab.end()) wr().fail(fmt::format("merge of '{}' and '{}': '{}' is not in model.vocab", printable(a), printable(b), printable(t)));

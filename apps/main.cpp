@@ -1,7 +1,9 @@
-// exactq: width-invariant quantized mat-vec. One binary, subcommands:
-//   demo    the main job: parity and a benchmark on the backend present (the README's first command)
-//   parity  block vs chain byte parity with a negative control
-//   bench   timing against a same-run read ceiling
+// exactq: width-invariant quantized inference. One binary, subcommands:
+//   demo        the main job: parity and a benchmark on the backend present (the README's first command)
+//   parity      block vs chain byte parity with a negative control
+//   bench       timing against a same-run read ceiling
+//   make-model, convert, inspect   checkpoints in the mlx-community layout
+//   generate    greedy generation from a checkpoint
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -16,6 +18,7 @@
 #include "bench.h"
 #include "cli_common.h"
 #include "demo.h"
+#include "generate.h"
 #include "make_model.h"
 #include "parity.h"
 
@@ -74,6 +77,7 @@ int main(int argc, char** argv) {
   add_make_model_command(app, exit_code);
   add_convert_command(app, exit_code);
   add_inspect_command(app, exit_code);
+  add_generate_command(app, exit_code);
   const int code = parse_and_run(app, argc, argv, exit_code);
   return stdout_written() ? code : std::max(code, kExitFailed);
 }

@@ -96,14 +96,25 @@ EXACTQ_HD ChunkStats attention_chunk(const float* q_scaled, const void* keys, co
   return {m, l};
 }
 
+// The fold's factors: the new running max, a for the running values and b for the chunk's.
+struct FoldFactors {
+  float max, a, b;
+};
+EXACTQ_HD FoldFactors attention_fold_factors(float m, float chunk_max) {
+  const float m_new = attention_max_step(m, chunk_max);
+  return {m_new, exp(add(m, negate(m_new))), exp(add(chunk_max, negate(m_new)))};
+}
+// One running value (l, or o_i) folded with the chunk's (l_c, or o_c,i).
+EXACTQ_HD float attention_fold_value(float running, float chunk, FoldFactors f) {
+  return fma(running, f.a, mul(chunk, f.b));
+}
+
 // Folds chunk c's statistics into the running (m, l, o).
 EXACTQ_HD void attention_fold(float& m, float& l, float* o, ChunkStats c, const float* o_c, int d) {
-  const float m_new = attention_max_step(m, c.max);
-  const float a = exp(add(m, negate(m_new)));
-  const float b = exp(add(c.max, negate(m_new)));
-  l = fma(l, a, mul(c.sum, b));
-  for (int i = 0; i < d; ++i) o[i] = fma(o[i], a, mul(o_c[i], b));
-  m = m_new;
+  const FoldFactors f = attention_fold_factors(m, c.max);
+  l = attention_fold_value(l, c.sum, f);
+  for (int i = 0; i < d; ++i) o[i] = attention_fold_value(o[i], o_c[i], f);
+  m = f.max;
 }
 
 struct AttentionParams {

@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/decoder_ops.h"
 #include "ops/cuda/launch.h"
+#include "ops/decoder_checks.h"
 #include "exactq/backend.h"
 #include "exactq/cuda.h"
 #include "exactq/mma_layout.h"
@@ -194,6 +196,28 @@ Own& own(Base& b, const char* what) {
   return *p;
 }
 
+class CudaDenseMatrix final : public DenseMatrix {
+ public:
+  CudaDenseMatrix(DType t, std::int64_t n, std::int64_t k, std::span<const std::byte> weight)
+      : memory_(weight.size()), n_(n), k_(k), dtype_(t) {
+    memory_.upload(weight);
+  }
+  std::int64_t n() const override { return n_; }
+  std::int64_t k() const override { return k_; }
+  DType dtype() const override { return dtype_; }
+  const std::byte* data() const { return memory_.bytes().data(); }
+
+ private:
+  cuda::DeviceBuffer memory_;
+  std::int64_t n_, k_;
+  DType dtype_;
+};
+
+const CudaBuffer& buffer(const Buffer& b) { return own<const CudaBuffer>(b, "buffer"); }
+CudaBuffer& buffer(Buffer& b) { return own<CudaBuffer>(b, "buffer"); }
+const std::byte* data(const Buffer& b) { return buffer(b).memory.bytes().data(); }
+std::byte* data(Buffer& b) { return buffer(b).memory.bytes().data(); }
+
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(const QmvOptions& options) : options_(options) { validate_options(options); }
@@ -221,35 +245,77 @@ class CudaBackend final : public Backend {
     cuda::qmv(kernel, v, xs, m, ys, options_);
   }
 
-  // The decoder's ops are not on the CUDA backend yet: the CPU backend runs the decoder.
-  [[noreturn]] static void decoder_op(const char* op) {
-    throw std::runtime_error(std::string("[exactq] cuda backend: the decoder op '") + op +
-                             "' is not implemented on CUDA yet (use --backend cpu)");
+  std::unique_ptr<DenseMatrix> load_dense(DType t, std::int64_t n, std::int64_t k,
+                                          std::span<const std::byte> weight) override {
+    validate_dtype(t);
+    checks::in_range("load_dense", "n", n, 1, std::int64_t(1) << 24);
+    checks::in_range("load_dense", "k", k, 1, std::int64_t(1) << 24);
+    if (weight.size() != checks::bytes_of("load_dense", n * k, dtype_size(t)))
+      checks::fail("load_dense", std::to_string(weight.size()) + " bytes for a " + std::to_string(n) + "x" +
+                                     std::to_string(k) + " matrix");
+    return std::make_unique<CudaDenseMatrix>(t, n, k, weight);
   }
-  std::unique_ptr<DenseMatrix> load_dense(DType, std::int64_t, std::int64_t, std::span<const std::byte>) override {
-    decoder_op("load_dense");
+  void copy(const Buffer& from, std::size_t from_offset, Buffer& to, std::size_t to_offset, std::size_t bytes) override {
+    checks::copy(buffer(from), from_offset, buffer(to), to_offset, bytes);
+    if (bytes > 0)
+      EXACTQ_CUDA_CHECK(cudaMemcpyAsync(data(to) + to_offset, data(from) + from_offset, bytes, cudaMemcpyDeviceToDevice, 0));
   }
-  void copy(const Buffer&, std::size_t, Buffer&, std::size_t, std::size_t) override { decoder_op("copy"); }
-  void dense_mv(const DenseMatrix&, const Buffer&, std::int64_t, Buffer&) override { decoder_op("dense_mv"); }
-  void embed(const Matrix&, const Buffer&, std::int64_t, Buffer&) override { decoder_op("embed"); }
-  void embed(const DenseMatrix&, const Buffer&, std::int64_t, Buffer&) override { decoder_op("embed"); }
-  void rmsnorm(const Buffer&, const Buffer&, std::int64_t, std::int64_t, DType, float, bool, Buffer&) override {
-    decoder_op("rmsnorm");
+  void dense_mv(const DenseMatrix& w, const Buffer& x, std::int64_t m, Buffer& y) override {
+    const auto& d = own<const CudaDenseMatrix>(w, "dense matrix");
+    checks::dense_mv(d, buffer(x), m, buffer(y));
+    cuda_detail::launch_dense_mv(d.data(), d.n(), d.k(), d.dtype(), data(x), m, data(y), 0);
   }
-  void rope(Buffer&, std::int64_t, std::int64_t, std::int64_t, DType, std::int64_t, const Buffer&, bool) override {
-    decoder_op("rope");
+  void embed(const Matrix& table, const Buffer& tokens, std::int64_t m, Buffer& out) override {
+    const QuantizedMatrixView& v = own<const CudaMatrix>(table, "matrix").view();
+    checks::embed(v.n, v.k, v.dtype, buffer(tokens), m, buffer(out));
+    cuda_detail::launch_embed_quantized(v, reinterpret_cast<const std::int32_t*>(data(tokens)), m, data(out), 0);
   }
-  void attention(const Buffer&, const Buffer&, const Buffer&, std::int64_t, std::int64_t, const AttentionShape&, DType,
-                 Buffer&) override {
-    decoder_op("attention");
+  void embed(const DenseMatrix& table, const Buffer& tokens, std::int64_t m, Buffer& out) override {
+    const auto& d = own<const CudaDenseMatrix>(table, "dense matrix");
+    checks::embed(d.n(), d.k(), d.dtype(), buffer(tokens), m, buffer(out));
+    cuda_detail::launch_embed_dense(d.data(), d.n(), d.k(), d.dtype(), reinterpret_cast<const std::int32_t*>(data(tokens)),
+                                    m, data(out), 0);
   }
-  void gated_activation(const Buffer&, const Buffer&, std::int64_t, Activation, DType, Buffer&) override {
-    decoder_op("gated_activation");
+  void rmsnorm(const Buffer& x, const Buffer& weight, std::int64_t rows, std::int64_t h, DType t, float eps,
+               bool one_plus_weight, Buffer& y) override {
+    checks::rmsnorm(buffer(x), buffer(weight), rows, h, t, eps, buffer(y));
+    cuda_detail::launch_rmsnorm(data(x), data(weight), rows, h, t, eps, one_plus_weight, data(y), 0);
   }
-  void add(const Buffer&, const Buffer&, std::int64_t, DType, Buffer&) override { decoder_op("add"); }
-  void add_bias(Buffer&, const Buffer&, std::int64_t, std::int64_t, DType) override { decoder_op("add_bias"); }
-  void scale(Buffer&, std::int64_t, float, DType) override { decoder_op("scale"); }
-  void argmax(const Buffer&, std::int64_t, std::int64_t, DType, Buffer&) override { decoder_op("argmax"); }
+  void rope(Buffer& x, std::int64_t m, std::int64_t heads, std::int64_t head_dim, DType t, std::int64_t start_position,
+            const Buffer& steps, bool interleaved) override {
+    checks::rope(buffer(x), m, heads, head_dim, t, start_position, buffer(steps));
+    cuda_detail::launch_rope(data(x), m, heads, head_dim, t, start_position,
+                             reinterpret_cast<const std::uint64_t*>(data(steps)), interleaved, 0);
+  }
+  void attention(const Buffer& q, const Buffer& keys, const Buffer& values, std::int64_t m, std::int64_t start_position,
+                 const AttentionShape& shape, DType t, Buffer& out) override {
+    checks::attention(buffer(q), buffer(keys), buffer(values), m, start_position, shape, t, buffer(out));
+    cuda_detail::launch_attention(data(q), data(keys), data(values), m, start_position, shape, t, data(out), 0);
+  }
+  void gated_activation(const Buffer& gate, const Buffer& up, std::int64_t count, Activation act, DType t,
+                        Buffer& out) override {
+    checks::elementwise("gated_activation", count, t, {&buffer(gate), &buffer(up), &buffer(out)});
+    if (act != Activation::silu && act != Activation::gelu_tanh)
+      checks::fail("gated_activation", "activation value " + std::to_string(int(act)) + " is not an Activation");
+    cuda_detail::launch_gated_activation(data(gate), data(up), count, act, t, data(out), 0);
+  }
+  void add(const Buffer& a, const Buffer& b, std::int64_t count, DType t, Buffer& out) override {
+    checks::elementwise("add", count, t, {&buffer(a), &buffer(b), &buffer(out)});
+    cuda_detail::launch_add(data(a), data(b), count, t, data(out), 0);
+  }
+  void add_bias(Buffer& y, const Buffer& bias, std::int64_t m, std::int64_t n, DType t) override {
+    checks::add_bias(buffer(y), buffer(bias), m, n, t);
+    cuda_detail::launch_add_bias(data(y), data(bias), m, n, t, 0);
+  }
+  void scale(Buffer& x, std::int64_t count, float factor, DType t) override {
+    checks::elementwise("scale", count, t, {&buffer(x)});
+    cuda_detail::launch_scale(data(x), count, factor, t, 0);
+  }
+  void argmax(const Buffer& logits, std::int64_t m, std::int64_t n, DType t, Buffer& indices) override {
+    checks::argmax(buffer(logits), m, n, t, buffer(indices));
+    cuda_detail::launch_argmax(data(logits), m, n, t, reinterpret_cast<std::int32_t*>(data(indices)), 0);
+  }
+
   void synchronize() override { EXACTQ_CUDA_CHECK(cudaDeviceSynchronize()); }
   const QmvOptions& options() const override { return options_; }
 

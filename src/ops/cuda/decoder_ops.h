@@ -1,0 +1,40 @@
+// Host-side launchers of the decoder's CUDA kernels, one file per op (dense_mv.cu, embed.cu,
+// rmsnorm.cu, rope.cu, attention.cu, elementwise.cu, argmax.cu), mirroring src/ops/cpu/ name for
+// name. Arguments are device pointers that the backend has checked (ops/decoder_checks.h); each
+// kernel computes the order of src/order/ for its rows, so its bytes are the CPU mirror's.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "exactq/backend.h"
+
+namespace exactq::cuda_detail {
+
+void launch_dense_mv(const void* w, std::int64_t n, std::int64_t k, DType t, const void* x, std::int64_t m, void* y,
+                     cudaStream_t stream);
+void launch_embed_quantized(const QuantizedMatrixView& table, const std::int32_t* tokens, std::int64_t m, void* out,
+                            cudaStream_t stream);
+void launch_embed_dense(const void* table, std::int64_t n, std::int64_t k, DType t, const std::int32_t* tokens,
+                        std::int64_t m, void* out, cudaStream_t stream);
+void launch_rmsnorm(const void* x, const void* weight, std::int64_t rows, std::int64_t h, DType t, float eps,
+                    bool one_plus_weight, void* y, cudaStream_t stream);
+void launch_rope(void* x, std::int64_t m, std::int64_t heads, std::int64_t head_dim, DType t,
+                 std::int64_t start_position, const std::uint64_t* steps, bool interleaved, cudaStream_t stream);
+void launch_attention(const void* q, const void* keys, const void* values, std::int64_t m, std::int64_t start_position,
+                      const AttentionShape& shape, DType t, void* out, cudaStream_t stream);
+void launch_gated_activation(const void* gate, const void* up, std::int64_t count, Activation act, DType t, void* out,
+                             cudaStream_t stream);
+void launch_add(const void* a, const void* b, std::int64_t count, DType t, void* out, cudaStream_t stream);
+void launch_add_bias(void* y, const void* bias, std::int64_t m, std::int64_t n, DType t, cudaStream_t stream);
+void launch_scale(void* x, std::int64_t count, float factor, DType t, cudaStream_t stream);
+void launch_argmax(const void* logits, std::int64_t m, std::int64_t n, DType t, std::int32_t* indices,
+                   cudaStream_t stream);
+
+// Blocks for `count` items at `per_block` items a block.
+inline unsigned blocks_for(std::int64_t count, std::int64_t per_block) {
+  return unsigned((count + per_block - 1) / per_block);
+}
+
+}  // namespace exactq::cuda_detail

@@ -1,0 +1,206 @@
+// The decoder on the CUDA backend: every op gives the CPU mirror's bytes, and the whole forward
+// gives the CPU's logits, byte for byte, for every architecture with the exact and narrow
+// families; CUDA's own block vs chain identity holds for exact, mma and narrow, and wide differs
+// (the negative control). Each test skips without a usable GPU.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+
+#include "engine/decoder_fixture.h"
+#include "order/attention.h"
+#include "order/rope.h"
+
+#define REQUIRE_CUDA_BACKEND()                                                            \
+  do {                                                                                    \
+    if (!::exactq::cuda_backend_available()) GTEST_SKIP() << "no usable CUDA device here"; \
+  } while (0)
+
+namespace exactq::test {
+namespace {
+
+using Bytes = std::vector<std::byte>;
+
+Bytes random_values(std::size_t count, DType t, float scale, std::mt19937_64& rng) {
+  std::normal_distribution<float> normal(0.0f, scale);
+  Bytes b(count * ref_size(t));
+  for (std::size_t i = 0; i < count; ++i) ref_store(b.data(), i, t, normal(rng));
+  return b;
+}
+
+// Runs `op` on both backends with the same host inputs (uploaded to each) and returns the bytes of
+// the output buffer (index `output` of the inputs) from each.
+struct Both {
+  std::unique_ptr<Backend> cpu = make_cpu_backend(), cuda = make_cuda_backend();
+  std::pair<Bytes, Bytes> run(const std::vector<Bytes>& inputs, std::size_t output,
+                              const std::function<void(Backend&, std::vector<std::unique_ptr<Buffer>>&)>& op) {
+    auto on = [&](Backend& b) {
+      std::vector<std::unique_ptr<Buffer>> buffers;
+      for (const Bytes& in : inputs) {
+        buffers.push_back(b.allocate(in.size()));
+        b.upload(*buffers.back(), in);
+      }
+      op(b, buffers);
+      b.synchronize();
+      Bytes out(inputs[output].size());
+      b.download(*buffers[output], out);
+      return out;
+    };
+    return {on(*cpu), on(*cuda)};
+  }
+};
+
+// x with value i set to v: an input change the comparison must see.
+Bytes poked(Bytes x, std::size_t i, DType t, float v) {
+  ref_store(x.data(), i, t, v);
+  return x;
+}
+
+constexpr DType kTypes[] = {DType::bf16, DType::f16, DType::f32};
+
+TEST(CudaDecoderOps, EveryOpGivesTheCpuBytes) {
+  REQUIRE_CUDA_BACKEND();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  Both both;
+  std::size_t controls = 0;
+  for (DType t : kTypes) {
+    SCOPED_TRACE(int(t));
+    const std::int64_t m = 1 + std::int64_t(rng() % 16), h = 1 + std::int64_t(rng() % 3000);
+    const bool gemma = rng() % 2;
+    const Bytes x = random_values(std::size_t(m * h), t, 3.0f, rng), w = random_values(std::size_t(h), t, 1.0f, rng);
+    auto norm = [&](Backend& b, auto& v) { b.rmsnorm(*v[0], *v[1], m, h, t, 1e-6f, gemma, *v[2]); };
+    const auto [cpu_n, cuda_n] = both.run({x, w, Bytes(x.size())}, 2, norm);
+    EXPECT_EQ(cpu_n, cuda_n) << "rmsnorm h " << h;
+    controls += both.run({poked(x, 0, t, 1000.0f), w, Bytes(x.size())}, 2, norm).second != cpu_n;
+
+    const std::int64_t n = 1 + std::int64_t(rng() % 200), k = 1 + std::int64_t(rng() % 2000);
+    const Bytes wd = random_values(std::size_t(n * k), t, 0.05f, rng), xd = random_values(std::size_t(m * k), t, 1.0f, rng);
+    auto dense = [&](const Bytes& weights) {
+      return [&, weights](Backend& b, auto& v) { b.dense_mv(*b.load_dense(t, n, k, weights), *v[0], m, *v[1]); };
+    };
+    const auto [cpu_d, cuda_d] = both.run({xd, Bytes(std::size_t(m * n) * ref_size(t))}, 1, dense(wd));
+    EXPECT_EQ(cpu_d, cuda_d) << "dense_mv " << n << "x" << k;
+
+    const std::int64_t heads = 1 + std::int64_t(rng() % 8), kv = heads % 2 ? heads : heads / 2;
+    const std::int64_t d = 8 * (1 + std::int64_t(rng() % 32)), start = std::int64_t(rng() % 3000);
+    order::RopeParams p;
+    p.dims = int(d);
+    p.base = 500000.0;
+    const auto steps = order::rope_phase_steps(order::rope_inverse_frequencies(p));
+    Bytes steps_bytes(steps.size() * 8);
+    std::memcpy(steps_bytes.data(), steps.data(), steps_bytes.size());
+    const Bytes qx = random_values(std::size_t(m * heads * d), t, 1.0f, rng);
+    for (bool interleaved : {false, true}) {
+      const auto [cpu_r, cuda_r] =
+          both.run({qx, steps_bytes}, 0, [&](Backend& b, auto& v) { b.rope(*v[0], m, heads, d, t, start, *v[1], interleaved); });
+      EXPECT_EQ(cpu_r, cuda_r) << "rope start " << start;
+    }
+
+    const std::int64_t positions = start + m;
+    const Bytes keys = random_values(std::size_t(positions * kv * d), t, 1.0f, rng);
+    const Bytes values = random_values(keys.size() / ref_size(t), t, 1.0f, rng);
+    for (std::int64_t window : {std::int64_t(0), 1 + std::int64_t(rng() % 200)}) {
+      const AttentionShape shape{heads, kv, d, order::attention_scale(double(d)), window};
+      auto attend = [&](Backend& b, auto& v) { b.attention(*v[0], *v[1], *v[2], m, start, shape, t, *v[3]); };
+      const auto [cpu_a, cuda_a] = both.run({qx, keys, values, Bytes(qx.size())}, 3, attend);
+      EXPECT_EQ(cpu_a, cuda_a) << "attention start " << start << " window " << window;
+      controls += both.run({qx, keys, poked(values, std::size_t(start * kv * d), t, 1000.0f), Bytes(qx.size())}, 3, attend).second != cpu_a;
+    }
+
+    const std::int64_t count = m * n;
+    const Bytes g = random_values(std::size_t(count), t, 4.0f, rng), u = random_values(std::size_t(count), t, 1.0f, rng);
+    for (Activation act : {Activation::silu, Activation::gelu_tanh}) {
+      const auto [c1, c2] = both.run({g, u, Bytes(g.size())}, 2, [&](Backend& b, auto& v) { b.gated_activation(*v[0], *v[1], count, act, t, *v[2]); });
+      EXPECT_EQ(c1, c2) << "gated";
+    }
+    const auto [a1, a2] = both.run({g, u, Bytes(g.size())}, 2, [&](Backend& b, auto& v) { b.add(*v[0], *v[1], count, t, *v[2]); });
+    EXPECT_EQ(a1, a2) << "add";
+    const Bytes bias = random_values(std::size_t(n), t, 1.0f, rng);
+    const auto [b1, b2] = both.run({g, bias}, 0, [&](Backend& b, auto& v) { b.add_bias(*v[0], *v[1], m, n, t); });
+    EXPECT_EQ(b1, b2) << "add_bias";
+    const auto [s1, s2] = both.run({g}, 0, [&](Backend& b, auto& v) { b.scale(*v[0], count, 61.9f, t); });
+    EXPECT_EQ(s1, s2) << "scale";
+    Bytes logits = random_values(std::size_t(count), t, 1.0f, rng);
+    ref_store(logits.data(), std::size_t(rng() % std::uint64_t(n)), t, 50.0f);  // a tie in row 0
+    ref_store(logits.data(), std::size_t(n - 1), t, 50.0f);
+    const auto [i1, i2] = both.run({logits, Bytes(std::size_t(m) * 4)}, 1, [&](Backend& b, auto& v) { b.argmax(*v[0], m, n, t, *v[1]); });
+    EXPECT_EQ(i1, i2) << "argmax";
+
+    const std::int64_t vocab = 40 + std::int64_t(rng() % 40), ek = 64 * (1 + std::int64_t(rng() % 4));
+    const QuantizedMatrix table = random_matrix(vocab, ek, 4, 64, t, rng);
+    std::vector<std::int32_t> ids(static_cast<std::size_t>(m));
+    for (auto& id : ids) id = std::int32_t(rng() % std::uint64_t(vocab));
+    Bytes id_bytes(ids.size() * 4);
+    std::memcpy(id_bytes.data(), ids.data(), id_bytes.size());
+    const auto [e1, e2] = both.run({id_bytes, Bytes(std::size_t(m * ek) * ref_size(t))}, 1,
+                                   [&](Backend& b, auto& v) { b.embed(*b.load(table.view()), *v[0], m, *v[1]); });
+    EXPECT_EQ(e1, e2) << "embed";
+  }
+  EXPECT_EQ(controls, 3 * 3u) << "a changed input must change the compared bytes";
+}
+
+std::vector<std::byte> logits_of(Decoder& d, const std::vector<std::int32_t>& tokens, bool one_by_one) {
+  if (!one_by_one) {
+    d.forward(tokens, 0);
+    return d.logits();
+  }
+  std::vector<std::byte> all;
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    d.forward(std::span(tokens).subspan(i, 1), std::int64_t(i));
+    const auto l = d.logits();
+    all.insert(all.end(), l.begin(), l.end());
+  }
+  return all;
+}
+
+class CudaDecoder : public ::testing::TestWithParam<DecoderCase> {};
+
+TEST_P(CudaDecoder, LogitsEqualTheCpuAndBlocksEqualSteps) {
+  REQUIRE_CUDA_BACKEND();
+  const DecoderCase& c = GetParam();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  TempDir dir;
+  const Checkpoint ck = write_decoder_case(c, dir.path, rng);
+  auto cpu = make_cpu_backend();
+  auto cuda = make_cuda_backend();
+  const std::size_t n = 130 + rng() % 20;  // past two attention chunks
+  const auto tokens = random_tokens(n, ck.config().vocab_size, rng);
+  Decoder cpu_exact(*cpu, ck, {KernelFamily::exact, 256});
+  const auto reference = logits_of(cpu_exact, tokens, true);
+  for (KernelFamily family : {KernelFamily::exact, KernelFamily::narrow, KernelFamily::mma}) {
+    SCOPED_TRACE(std::string(to_string(family)));
+    Decoder steps(*cuda, ck, {family, 256}), block(*cuda, ck, {family, 256});
+    const auto s = logits_of(steps, tokens, true), b = logits_of(block, tokens, false);
+    EXPECT_TRUE(s == b) << "CUDA block vs single steps";
+    if (family != KernelFamily::mma) {
+      EXPECT_TRUE(s == reference) << "CUDA vs CPU";
+    }
+  }
+  if (!c.quantized) return;
+  Decoder steps(*cuda, ck, {KernelFamily::wide, 256}), block(*cuda, ck, {KernelFamily::wide, 256});
+  bool differs = false;
+  for (int attempt = 0; attempt < 8 && !differs; ++attempt) {
+    const auto other = attempt == 0 ? tokens : random_tokens(n, ck.config().vocab_size, rng);
+    differs = logits_of(steps, other, true) != logits_of(block, other, false);
+  }
+  EXPECT_TRUE(differs) << "the negative control: qmv_wide's blocks must round differently";
+}
+
+std::vector<DecoderCase> cases() {
+  std::vector<DecoderCase> v;
+  for (const char* type : {"llama", "mistral", "qwen2", "qwen3", "gemma3_text", "gemma3"}) v.push_back({type});
+  v.push_back({"llama", DType::f16});
+  v.push_back({"qwen3", DType::f32});
+  v.push_back({"llama", DType::bf16, true});
+  v.push_back({"qwen2", DType::bf16, false, false});
+  v.push_back({"gemma3_text", DType::bf16, false, true, 7});
+  return v;
+}
+INSTANTIATE_TEST_SUITE_P(All, CudaDecoder, ::testing::ValuesIn(cases()), [](const auto& info) { return info.param.name(); });
+
+}  // namespace
+}  // namespace exactq::test

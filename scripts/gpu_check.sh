@@ -33,9 +33,10 @@ rc=$?
 record "CUDA tests" "$([[ $rc == 0 ]] && echo ok || echo FAILED)" \
   "$(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$out/cuda_tests.log" | tr -s ' ' | tr '\n' ' ')"
 
-# The kernels' tests under the sanitizers (each test's problems are sized for a full GPU, so the
+# The kernels' and the decoder ops' tests under the sanitizers (each test's problems are sized for a full GPU, so the
 # slower ones are left to the plain run above).
 kernel_tests='CudaQmv.EqualsCpuMirrorForEveryFormat:CudaQmv.RejectsBadArguments:CudaQmvMma.AccuracyAgainstFloat64AndCpuReference:CudaQmvMma.RejectsWhatItDoesNotServe:CudaQmvMma.FragmentLayoutGivesTheMlxLayoutsBytes:CudaQmvMma.OddGroupCountAtEightBitsGroup128'
+kernel_tests+=':CudaDecoderOps.EveryOpGivesTheCpuBytes:All/CudaDecoder.LogitsEqualTheCpuAndBlocksEqualSteps/gemma3_text_bf16_window7'
 for tool in memcheck racecheck; do
   filter=$kernel_tests
   [[ $tool == memcheck ]] && filter+=':CudaQmv.OverlappedChainedLaunchesEqualCpuMirror'

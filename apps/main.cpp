@@ -4,6 +4,7 @@
 //   bench       timing against a same-run read ceiling
 //   make-model, convert, inspect   checkpoints in the mlx-community layout
 //   generate    greedy generation from a checkpoint
+//   probe       the exactness probe: K single steps against one K-wide forward
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -21,6 +22,7 @@
 #include "generate.h"
 #include "make_model.h"
 #include "parity.h"
+#include "probe.h"
 
 namespace {
 
@@ -78,6 +80,7 @@ int main(int argc, char** argv) {
   add_convert_command(app, exit_code);
   add_inspect_command(app, exit_code);
   add_generate_command(app, exit_code);
+  add_probe_command(app, exit_code);
   const int code = parse_and_run(app, argc, argv, exit_code);
   return stdout_written() ? code : std::max(code, kExitFailed);
 }

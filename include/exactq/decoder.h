@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -41,6 +42,16 @@ struct DecoderOptions {
   std::int64_t context_length = 0;
 };
 
+// An intermediate activation of a forward, for the exactness probe: the output of `op` in `layer`
+// (-1 outside the layers), `rows` rows of `width` values of the decoder's dtype.
+struct TracePoint {
+  std::int64_t layer = -1;
+  std::string_view op;
+  std::int64_t rows = 0, width = 0;
+  std::span<const std::byte> values;
+};
+using Tracer = std::function<void(const TracePoint&)>;
+
 class Decoder {
  public:
   // Copies the checkpoint's weights to the backend and allocates the KV cache. Throws
@@ -73,6 +84,11 @@ class Decoder {
   std::int64_t logits_rows() const;
   std::vector<std::byte> logits();
   std::vector<std::int32_t> greedy();
+
+  // Calls `tracer` after every op of every later forward with its output (empty: none, the
+  // default). Each call waits for the backend and copies the activation to the host: slow, for
+  // finding where two forwards part.
+  void set_tracer(Tracer tracer);
 
  private:
   struct State;

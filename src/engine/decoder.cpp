@@ -93,6 +93,17 @@ struct Decoder::State {
   std::int64_t capacity = 0;
   std::unique_ptr<Buffer> tokens, h, xn, q, k, v, attn, o, gate, up, down, logits, indices;
   std::int64_t logits_rows = 0;
+  Tracer tracer;
+
+  void trace(std::int64_t layer, std::string_view op, const Buffer& b, std::int64_t rows, std::int64_t width) {
+    if (!tracer) return;
+    std::vector<std::byte> host(std::size_t(rows * width) * e);
+    auto staging = backend.allocate(host.size());
+    backend.copy(b, 0, *staging, 0, host.size());
+    backend.synchronize();
+    backend.download(*staging, host);
+    tracer({layer, op, rows, width, host});
+  }
 
   State(Backend& b, const Checkpoint& c, const DecoderOptions& o)
       : backend(b), config(c.config()), options(o), t(c.dtype()), e(dtype_size(c.dtype())) {}
@@ -137,40 +148,64 @@ struct Decoder::State {
     const ModelConfig& c = config;
     const engine::LayerWeights& L = w.layers[index];
     const bool local = !c.sliding_layers.empty() && c.sliding_layers[index];
-    const std::int64_t hidden = m * c.hidden_size;
+    const std::int64_t hidden = m * c.hidden_size, at = std::int64_t(index);
+    const std::int64_t H = c.hidden_size, I = c.intermediate_size, Q = c.q_dim(), KV = c.kv_dim();
 
-    norm(*h, *L.input_norm, m, c.hidden_size, *xn);
+    norm(*h, *L.input_norm, m, H, *xn);
+    trace(at, "input_norm", *xn, m, H);
     linear(L.q_proj, *xn, m, *q);
+    trace(at, "q_proj", *q, m, Q);
     linear(L.k_proj, *xn, m, *k);
+    trace(at, "k_proj", *k, m, KV);
     linear(L.v_proj, *xn, m, *v);
+    trace(at, "v_proj", *v, m, KV);
     if (c.qk_norm) {
       norm(*q, *L.q_norm, m * c.num_heads, c.head_dim, *q);
+      trace(at, "q_norm", *q, m, Q);
       norm(*k, *L.k_norm, m * c.num_kv_heads, c.head_dim, *k);
+      trace(at, "k_norm", *k, m, KV);
     }
     const Buffer& steps = local ? *rope_local : *rope_global;
     backend.rope(*q, m, c.num_heads, c.head_dim, t, start, steps, c.rope_traditional);
+    trace(at, "rope_q", *q, m, Q);
     backend.rope(*k, m, c.num_kv_heads, c.head_dim, t, start, steps, c.rope_traditional);
-    const std::size_t row = std::size_t(c.kv_dim()) * e;
+    trace(at, "rope_k", *k, m, KV);
+    const std::size_t row = std::size_t(KV) * e;
     backend.copy(*k, 0, *keys[index], std::size_t(start) * row, std::size_t(m) * row);
     backend.copy(*v, 0, *values[index], std::size_t(start) * row, std::size_t(m) * row);
     const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim,
                                order::attention_scale(c.query_pre_attn_scalar), local ? c.sliding_window : 0};
     backend.attention(*q, *keys[index], *values[index], m, start, shape, t, *attn);
+    trace(at, "attention", *attn, m, Q);
     linear(L.o_proj, *attn, m, *o);
+    trace(at, "o_proj", *o, m, H);
     if (c.sandwich_norm) {
-      norm(*o, *L.post_attention_norm, m, c.hidden_size, *o);
+      norm(*o, *L.post_attention_norm, m, H, *o);
+      trace(at, "post_attention_norm", *o, m, H);
       backend.add(*h, *o, hidden, t, *h);
-      norm(*h, *L.pre_feedforward_norm, m, c.hidden_size, *xn);
+      trace(at, "attention_residual", *h, m, H);
+      norm(*h, *L.pre_feedforward_norm, m, H, *xn);
+      trace(at, "pre_feedforward_norm", *xn, m, H);
     } else {
       backend.add(*h, *o, hidden, t, *h);
-      norm(*h, *L.post_attention_norm, m, c.hidden_size, *xn);
+      trace(at, "attention_residual", *h, m, H);
+      norm(*h, *L.post_attention_norm, m, H, *xn);
+      trace(at, "post_attention_norm", *xn, m, H);
     }
     linear(L.gate_proj, *xn, m, *gate);
+    trace(at, "gate_proj", *gate, m, I);
     linear(L.up_proj, *xn, m, *up);
-    backend.gated_activation(*gate, *up, m * c.intermediate_size, c.activation, t, *gate);
+    trace(at, "up_proj", *up, m, I);
+    backend.gated_activation(*gate, *up, m * I, c.activation, t, *gate);
+    trace(at, "gated_activation", *gate, m, I);
     linear(L.down_proj, *gate, m, *down);
-    if (c.sandwich_norm) norm(*down, *L.post_feedforward_norm, m, c.hidden_size, *down);
+    trace(at, "down_proj", *down, m, H);
+    if (c.sandwich_norm) {
+      norm(*down, *L.post_feedforward_norm, m, H, *down);
+      trace(at, "post_feedforward_norm", *down, m, H);
+    }
     backend.add(*h, *down, hidden, t, *h);
+    trace(at, "mlp_residual", *h, m, H);
   }
 };
 
@@ -256,6 +291,7 @@ void Decoder::forward(std::span<const std::int32_t> tokens, std::int64_t start, 
   else
     s.backend.embed(*s.w.embed.dense, *s.tokens, m, *s.h);
   if (c.scale_embeddings) s.backend.scale(*s.h, m * c.hidden_size, s.embed_scale, s.t);
+  s.trace(-1, "embed", *s.h, m, c.hidden_size);
   for (std::size_t l = 0; l < s.w.layers.size(); ++l) s.layer(l, m, start);
   s.length = start + m;
 
@@ -267,7 +303,9 @@ void Decoder::forward(std::span<const std::int32_t> tokens, std::int64_t start, 
   } else {
     s.norm(*s.h, *s.w.final_norm, m, c.hidden_size, *s.o);
   }
+  s.trace(-1, "final_norm", *s.o, out, c.hidden_size);
   s.linear(s.w.head(), *s.o, out, *s.logits);
+  s.trace(-1, "head", *s.logits, out, vocab_size());
   s.logits_rows = out;
 }
 
@@ -281,6 +319,8 @@ std::vector<std::byte> Decoder::logits() {
   s.backend.download(*staging, bytes);
   return bytes;
 }
+
+void Decoder::set_tracer(Tracer tracer) { s_->tracer = std::move(tracer); }
 
 std::vector<std::int32_t> Decoder::greedy() {
   State& s = *s_;

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <stdexcept>
 #include <string>
 
@@ -94,6 +95,16 @@ struct Decoder::State {
   std::unique_ptr<Buffer> tokens, h, xn, q, k, v, attn, o, gate, up, down, logits, indices;
   std::int64_t logits_rows = 0;
   Tracer tracer;
+
+  // Buffers of exactly `bytes` for host transfers (upload and download take a buffer of exactly
+  // their size), kept so that a decode or verify step allocates nothing: a device allocation
+  // costs more than the step's small kernels. A few sizes are kept (the widths in use).
+  std::map<std::size_t, std::unique_ptr<Buffer>> staging_buffers;
+  Buffer& staging(std::size_t bytes) {
+    if (const auto it = staging_buffers.find(bytes); it != staging_buffers.end()) return *it->second;
+    if (staging_buffers.size() >= 32) staging_buffers.clear();
+    return *(staging_buffers[bytes] = backend.allocate(bytes));
+  }
 
   void trace(std::int64_t layer, std::string_view op, const Buffer& b, std::int64_t rows, std::int64_t width) {
     if (!tracer) return;
@@ -281,11 +292,9 @@ void Decoder::forward(std::span<const std::int32_t> tokens, std::int64_t start, 
   s.reserve(m);
   s.length = start;
   s.logits_rows = 0;
-  {
-    auto staged = s.backend.allocate(tokens.size_bytes());  // upload takes a buffer of exactly its size
-    s.backend.upload(*staged, std::as_bytes(tokens));
-    s.backend.copy(*staged, 0, *s.tokens, 0, tokens.size_bytes());
-  }
+  Buffer& staged = s.staging(tokens.size_bytes());
+  s.backend.upload(staged, std::as_bytes(tokens));
+  s.backend.copy(staged, 0, *s.tokens, 0, tokens.size_bytes());
   if (s.w.embed.q)
     s.backend.embed(*s.w.embed.q, *s.tokens, m, *s.h);
   else
@@ -313,10 +322,10 @@ std::vector<std::byte> Decoder::logits() {
   State& s = *s_;
   std::vector<std::byte> bytes(std::size_t(s.logits_rows * vocab_size()) * s.e);
   if (bytes.empty()) return bytes;
-  auto staging = s.backend.allocate(bytes.size());
-  s.backend.copy(*s.logits, 0, *staging, 0, bytes.size());
+  Buffer& staging = s.staging(bytes.size());
+  s.backend.copy(*s.logits, 0, staging, 0, bytes.size());
   s.backend.synchronize();
-  s.backend.download(*staging, bytes);
+  s.backend.download(staging, bytes);
   return bytes;
 }
 
@@ -327,10 +336,10 @@ std::vector<std::int32_t> Decoder::greedy() {
   std::vector<std::int32_t> ids(std::size_t(s.logits_rows));
   if (ids.empty()) return ids;
   s.backend.argmax(*s.logits, s.logits_rows, vocab_size(), s.t, *s.indices);
-  auto staging = s.backend.allocate(ids.size() * sizeof(std::int32_t));
-  s.backend.copy(*s.indices, 0, *staging, 0, staging->size());
+  Buffer& staging = s.staging(ids.size() * sizeof(std::int32_t));
+  s.backend.copy(*s.indices, 0, staging, 0, staging.size());
   s.backend.synchronize();
-  s.backend.download(*staging, std::as_writable_bytes(std::span(ids)));
+  s.backend.download(staging, std::as_writable_bytes(std::span(ids)));
   return ids;
 }
 

@@ -41,6 +41,20 @@ inline Checkpoint write_decoder_case(const DecoderCase& c, const fs::path& dir, 
   return Checkpoint::open(dir.string());
 }
 
+// Every architecture in bf16, and the variants that change the forward: other dtypes, a tied
+// head, dense weights and Gemma's sliding window (a small window, so that it cuts).
+inline std::vector<DecoderCase> decoder_cases() {
+  std::vector<DecoderCase> v;
+  for (const char* type : {"llama", "mistral", "qwen2", "qwen3", "gemma3_text", "gemma3"}) v.push_back({type});
+  v.push_back({"llama", DType::f16});
+  v.push_back({"qwen3", DType::f32});
+  v.push_back({"llama", DType::bf16, true});
+  v.push_back({"qwen2", DType::bf16, false, false});
+  v.push_back({"gemma3_text", DType::bf16, false, true, 7});
+  v.push_back({"gemma3", DType::f16, true, true, 5});
+  return v;
+}
+
 inline std::vector<std::int32_t> random_tokens(std::size_t n, std::int64_t vocab, std::mt19937_64& rng) {
   std::uniform_int_distribution<std::int32_t> pick(0, std::int32_t(vocab - 1));
   std::vector<std::int32_t> t(n);

@@ -99,18 +99,7 @@ TEST_P(DecoderWidth, BlocksEqualSingleStepsBitwiseAndWideDiffers) {
   EXPECT_GT(differing, 0u) << "qmv_wide's block must round differently";
 }
 
-std::vector<DecoderCase> cases() {
-  std::vector<DecoderCase> v;
-  for (const char* type : {"llama", "mistral", "qwen2", "qwen3", "gemma3_text", "gemma3"}) v.push_back({type});
-  v.push_back({"llama", DType::f16});
-  v.push_back({"qwen3", DType::f32});
-  v.push_back({"llama", DType::bf16, true});
-  v.push_back({"qwen2", DType::bf16, false, false});
-  v.push_back({"gemma3_text", DType::bf16, false, true, 7});
-  v.push_back({"gemma3", DType::f16, true, true, 5});
-  return v;
-}
-INSTANTIATE_TEST_SUITE_P(All, DecoderWidth, ::testing::ValuesIn(cases()),
+INSTANTIATE_TEST_SUITE_P(All, DecoderWidth, ::testing::ValuesIn(decoder_cases()),
                          [](const auto& info) { return info.param.name(); });
 
 // The verify step of speculative decoding: after a prefill, a block of k tokens, rolled back

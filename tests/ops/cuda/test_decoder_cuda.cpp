@@ -190,17 +190,7 @@ TEST_P(CudaDecoder, LogitsEqualTheCpuAndBlocksEqualSteps) {
   EXPECT_TRUE(differs) << "the negative control: qmv_wide's blocks must round differently";
 }
 
-std::vector<DecoderCase> cases() {
-  std::vector<DecoderCase> v;
-  for (const char* type : {"llama", "mistral", "qwen2", "qwen3", "gemma3_text", "gemma3"}) v.push_back({type});
-  v.push_back({"llama", DType::f16});
-  v.push_back({"qwen3", DType::f32});
-  v.push_back({"llama", DType::bf16, true});
-  v.push_back({"qwen2", DType::bf16, false, false});
-  v.push_back({"gemma3_text", DType::bf16, false, true, 7});
-  return v;
-}
-INSTANTIATE_TEST_SUITE_P(All, CudaDecoder, ::testing::ValuesIn(cases()), [](const auto& info) { return info.param.name(); });
+INSTANTIATE_TEST_SUITE_P(All, CudaDecoder, ::testing::ValuesIn(decoder_cases()), [](const auto& info) { return info.param.name(); });
 
 }  // namespace
 }  // namespace exactq::test

@@ -5,6 +5,7 @@
 //   make-model, convert, inspect   checkpoints in the mlx-community layout
 //   generate    greedy generation from a checkpoint
 //   probe       the exactness probe: K single steps against one K-wide forward
+//   bench-decode  classic greedy decode speed against the same-run read ceiling
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "bench.h"
+#include "bench_decode.h"
 #include "cli_common.h"
 #include "demo.h"
 #include "generate.h"
@@ -81,6 +83,7 @@ int main(int argc, char** argv) {
   add_inspect_command(app, exit_code);
   add_generate_command(app, exit_code);
   add_probe_command(app, exit_code);
+  add_bench_decode_command(app, exit_code);
   const int code = parse_and_run(app, argc, argv, exit_code);
   return stdout_written() ? code : std::max(code, kExitFailed);
 }

@@ -85,10 +85,10 @@ class Decoder {
   std::vector<std::byte> logits();
   std::vector<std::int32_t> greedy();
 
-  // Calls `tracer` after every op of every later forward with its output (empty: none, the
-  // default). Each call waits for the backend and copies the activation to the host: slow, for
-  // finding where two forwards part.
-  void set_tracer(Tracer tracer);
+  // Calls `tracer` after every op of every later forward (empty: none, the default). Each call
+  // first waits for the backend; with `values`, it also copies the op's output to the host (slow:
+  // for finding where two forwards part), else TracePoint::values is empty (for timing ops).
+  void set_tracer(Tracer tracer, bool values = true);
 
  private:
   struct State;

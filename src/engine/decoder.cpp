@@ -106,8 +106,15 @@ struct Decoder::State {
     return *(staging_buffers[bytes] = backend.allocate(bytes));
   }
 
+  bool trace_values = true;
+
   void trace(std::int64_t layer, std::string_view op, const Buffer& b, std::int64_t rows, std::int64_t width) {
     if (!tracer) return;
+    if (!trace_values) {
+      backend.synchronize();
+      tracer({layer, op, rows, width, {}});
+      return;
+    }
     std::vector<std::byte> host(std::size_t(rows * width) * e);
     auto staging = backend.allocate(host.size());
     backend.copy(b, 0, *staging, 0, host.size());
@@ -329,7 +336,10 @@ std::vector<std::byte> Decoder::logits() {
   return bytes;
 }
 
-void Decoder::set_tracer(Tracer tracer) { s_->tracer = std::move(tracer); }
+void Decoder::set_tracer(Tracer tracer, bool values) {
+  s_->tracer = std::move(tracer);
+  s_->trace_values = values;
+}
 
 std::vector<std::int32_t> Decoder::greedy() {
   State& s = *s_;

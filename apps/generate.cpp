@@ -1,11 +1,13 @@
 // `exactq generate --model DIR (--prompt TEXT | --prompt-ids 1,2,3)`: greedy decoding on the CPU or
-// CUDA backend, the text streamed as it is produced, then one line of prefill and decode speed
-// (and optionally a JSON record of the run).
+// CUDA backend, classic or speculative (--draft DIR, --lookup N), the text streamed as it is
+// produced, then one line of prefill and decode speed (and optionally a JSON record of the run).
+// --compare runs both on the same prompt and compares their token ids.
 #include "generate.h"
 
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <memory>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -13,6 +15,7 @@
 #include "cli_common.h"
 #include "exactq/decoder.h"
 #include "exactq/generate.h"
+#include "exactq/speculative.h"
 #include "exactq/tokenizer.h"
 #include "make_model.h"
 
@@ -21,10 +24,12 @@ namespace exactq::cli {
 namespace {
 
 struct Args {
-  std::string model, prompt, prompt_ids, backend = "cpu", kernels = "exact", json;
-  std::int64_t max_tokens = 128, context = 0;
+  std::string model, prompt, prompt_ids, backend = "cpu", kernels = "exact", json, draft;
+  std::int64_t max_tokens = 128, context = 0, lookup = 0, block = 4;
+  std::uint64_t replay_seed = 1;
+  double replay_rate = 0;
   int threads = 0;
-  bool ignore_eos = false;
+  bool ignore_eos = false, replay = false, compare = false, allow_inexact = false, replay_rate_given = false;
 };
 
 // "1,2,3": token ids in base 10, repeats allowed.
@@ -44,12 +49,45 @@ std::vector<std::int32_t> parse_ids(const std::string& text) {
 
 double per_second(std::int64_t tokens, double seconds) { return seconds > 0 ? double(tokens) / seconds : 0.0; }
 
+// Tokens after the first (which comes from the prefill) per second of decoding.
+double decode_rate(const GreedyResult& r) { return per_second(std::int64_t(r.tokens.size()) - 1, r.decode_seconds); }
+
+std::string speed_line(const GreedyResult& r) {
+  const std::int64_t decoded = std::int64_t(r.tokens.size()) - 1;
+  return fmt::format("prefill {} tokens in {:.3f} s ({:.1f} tok/s); decode {} tokens in {:.3f} s ({:.1f} tok/s)", r.prompt_tokens,
+                     r.prefill_seconds, per_second(r.prompt_tokens, r.prefill_seconds), decoded, r.decode_seconds,
+                     decode_rate(r));
+}
+
+nlohmann::json speeds(const GreedyResult& r) {
+  return {{"output_ids", r.tokens},
+          {"stop", to_string(r.stop)},
+          {"prefill_tokens", r.prompt_tokens},
+          {"prefill_seconds", r.prefill_seconds},
+          {"prefill_tokens_per_second", per_second(r.prompt_tokens, r.prefill_seconds)},
+          {"decode_tokens", std::int64_t(r.tokens.size()) - 1},
+          {"decode_seconds", r.decode_seconds},
+          {"decode_tokens_per_second", decode_rate(r)}};
+}
+
 void run(const Args& a) {
   if (a.prompt.empty() == a.prompt_ids.empty())
     throw std::invalid_argument("generate: give exactly one of --prompt and --prompt-ids");
+  const bool replay = a.replay || a.replay_rate_given;
+  const int drafters = int(!a.draft.empty()) + int(a.lookup > 0) + int(replay);
+  if (drafters > 1) throw std::invalid_argument("generate: give at most one drafter: --draft, --lookup or --replay");
+  const bool speculative = drafters == 1;
+  if (a.compare && !speculative)
+    throw std::invalid_argument("--compare: needs a drafter to compare with classic decode (--draft DIR or --lookup N)");
   if (!a.json.empty()) check_writable(a.json, "--json");
   check_threads(a.threads);
   const KernelFamily family = parse_kernel_family(a.kernels);
+  const bool inexact = speculative && !speculation_allowed(family);
+  if (inexact && !a.allow_inexact)
+    throw std::invalid_argument(fmt::format(
+        "--kernels {}: this family is not width-invariant, so speculative decoding may not give classic decode's "
+        "output; refused (--allow-inexact runs it anyway)",
+        to_string(family)));
   const Checkpoint checkpoint = Checkpoint::open(a.model);
   std::optional<Tokenizer> tokenizer;
   if (std::filesystem::exists(std::filesystem::path(a.model) / "tokenizer.json")) tokenizer = Tokenizer::open(a.model);
@@ -62,52 +100,127 @@ void run(const Args& a) {
     if (id >= vocab)
       throw std::invalid_argument("--prompt-ids: token " + std::to_string(id) + " is outside the model's vocabulary [0, " +
                                   std::to_string(vocab) + ")");
+  std::optional<Checkpoint> draft_checkpoint;
+  if (!a.draft.empty()) draft_checkpoint = Checkpoint::open(a.draft);
 
   QmvOptions qmv_options;
   qmv_options.threads = a.threads;
   auto backend = make_backend(a.backend, qmv_options);
   Decoder decoder(*backend, checkpoint, {family, a.context});
+  std::unique_ptr<Decoder> draft_decoder;
+  std::unique_ptr<Drafter> drafter;
+  if (draft_checkpoint) {
+    draft_decoder = std::make_unique<Decoder>(*backend, *draft_checkpoint, DecoderOptions{family, decoder.context_length()});
+    try {
+      drafter = std::make_unique<DraftModelDrafter>(*draft_decoder, decoder);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("--draft '" + a.draft + "': " + e.what());
+    }
+  } else if (a.lookup > 0) {
+    drafter = std::make_unique<PromptLookupDrafter>(a.lookup);
+  }
   GreedyOptions options;
   options.max_tokens = a.max_tokens;
   if (tokenizer && !a.ignore_eos) options.stop_ids = tokenizer->eos_ids();
 
-  std::optional<Tokenizer::Stream> stream;
-  if (tokenizer) stream = tokenizer->stream(true);
+  // The text of one run, streamed; token ids where the model has no tokenizer.
   if (tokenizer) fmt::print("{}", a.prompt.empty() ? tokenizer->decode(prompt) : a.prompt);
   std::fflush(stdout);
-  const GreedyResult r = greedy_decode(decoder, prompt, options, [&](std::int32_t id) {
-    if (stream)
-      fmt::print("{}", stream->step(id));
-    else
-      fmt::print("{} ", id);
-    std::fflush(stdout);
-  });
-  if (stream) fmt::print("{}", stream->finish());
-  const std::int64_t decoded = std::int64_t(r.tokens.size()) - 1;  // the first token comes from the prefill
-  fmt::print("\n[{} {} {}] prefill {} tokens in {:.3f} s ({:.1f} tok/s); decode {} tokens in {:.3f} s ({:.1f} tok/s); "
-             "stopped: {}\n",
-             backend->name(), to_string(family), checkpoint.config().model_type, r.prompt_tokens, r.prefill_seconds,
-             per_second(r.prompt_tokens, r.prefill_seconds), decoded, r.decode_seconds,
-             per_second(decoded, r.decode_seconds), to_string(r.stop));
+  std::optional<Tokenizer::Stream> stream;
+  auto printer = [&](bool on) -> std::function<void(std::int32_t)> {
+    if (!on) return {};
+    if (tokenizer) stream = tokenizer->stream(true);
+    return [&](std::int32_t id) {
+      if (stream)
+        fmt::print("{}", stream->step(id));
+      else
+        fmt::print("{} ", id);
+      std::fflush(stdout);
+    };
+  };
+  auto finish = [&] {
+    if (stream) fmt::print("{}", stream->finish());
+    stream.reset();
+    fmt::print("\n");
+  };
+  const std::string label = fmt::format("{} {} {}", backend->name(), to_string(family), checkpoint.config().model_type);
+
+  // Classic decode: the output itself, the reference of --compare, or the replay instrument's source.
+  std::optional<GreedyResult> classic;
+  if (!speculative || a.compare || replay) {
+    const bool shown = !speculative || a.compare;
+    classic = greedy_decode(decoder, prompt, options, printer(shown));
+    if (shown) {
+      finish();
+      fmt::print("[{}{}] {}; stopped: {}\n", label, speculative ? " classic" : "", speed_line(*classic), to_string(classic->stop));
+    }
+  }
+  std::optional<SpeculativeResult> spec;
+  if (speculative) {
+    // The replay drafter is a benchmark instrument: it replays classic decode's own output with
+    // tokens replaced at --replay-rate, so that acceptance is a controlled variable.
+    if (replay) drafter = std::make_unique<ReplayDrafter>(classic->tokens, a.replay_rate, a.replay_seed, decoder.vocab_size());
+    if (inexact)
+      fmt::print("inexact: --allow-inexact runs speculative decoding with --kernels {}, which is not width-invariant; "
+                 "its output may differ from classic decode's\n",
+                 to_string(family));
+    spec = speculative_decode(decoder, *drafter, prompt, options, {a.block, a.allow_inexact}, printer(!a.compare));
+    if (!a.compare) finish();
+    fmt::print("[{} speculative: {}, block {}] {}; {} rounds, {:.2f} tokens/round, acceptance {:.3f} ({} of {} drafts); "
+               "stopped: {}\n",
+               label, drafter->name(), a.block, speed_line(*spec), spec->rounds, spec->tokens_per_round(),
+               spec->acceptance(), spec->accepted, spec->drafted, to_string(spec->stop));
+  }
+  nlohmann::json compare;
+  bool identical = true;
+  if (a.compare) {
+    const auto& x = classic->tokens;
+    const auto& y = spec->tokens;
+    identical = x == y && classic->stop == spec->stop;
+    const double speedup = decode_rate(*classic) > 0 ? decode_rate(*spec) / decode_rate(*classic) : 0.0;
+    compare = {{"identical", identical}, {"classic_tokens_per_second", decode_rate(*classic)},
+               {"speculative_tokens_per_second", decode_rate(*spec)}, {"speedup", speedup},
+               {"tokens_per_round", spec->tokens_per_round()}, {"acceptance", spec->acceptance()}};
+    std::string verdict = "yes";
+    if (!identical) {
+      std::size_t i = 0;
+      while (i < x.size() && i < y.size() && x[i] == y[i]) ++i;
+      auto at = [&](const std::vector<std::int32_t>& v) { return i < v.size() ? std::to_string(v[i]) : std::string("(end)"); };
+      verdict = fmt::format("NO: first difference at output position {}: classic {}, speculative {}", i, at(x), at(y));
+      compare["first_difference"] = {{"position", i}, {"classic", at(x)}, {"speculative", at(y)}};
+    }
+    fmt::print("compare: identical {} ({} tokens); {:.2f} tokens/round; acceptance {:.3f}; classic {:.1f} tok/s, "
+               "speculative {:.1f} tok/s, speed-up {:.2f}x\n",
+               verdict, y.size(), spec->tokens_per_round(), spec->acceptance(), decode_rate(*classic), decode_rate(*spec),
+               speedup);
+  }
   if (!a.json.empty()) {
+    const GreedyResult& main = spec ? static_cast<const GreedyResult&>(*spec) : *classic;
     nlohmann::json j = {{"model", a.model},
                         {"model_type", checkpoint.config().model_type},
                         {"backend", backend->name()},
                         {"device", backend->description()},
                         {"kernels", to_string(family)},
                         {"context_length", decoder.context_length()},
-                        {"prompt_ids", prompt},
-                        {"output_ids", r.tokens},
-                        {"stop", to_string(r.stop)},
-                        {"prefill_tokens", r.prompt_tokens},
-                        {"prefill_seconds", r.prefill_seconds},
-                        {"prefill_tokens_per_second", per_second(r.prompt_tokens, r.prefill_seconds)},
-                        {"decode_tokens", decoded},
-                        {"decode_seconds", r.decode_seconds},
-                        {"decode_tokens_per_second", per_second(decoded, r.decode_seconds)}};
-    if (tokenizer) j["text"] = tokenizer->decode(r.tokens, true);
+                        {"prompt_ids", prompt}};
+    j.update(speeds(main));
+    if (tokenizer) j["text"] = tokenizer->decode(main.tokens, true);
+    if (spec) {
+      j["speculative"] = {{"drafter", drafter->name()}, {"block", a.block}, {"rounds", spec->rounds},
+                          {"drafted", spec->drafted}, {"accepted", spec->accepted},
+                          {"tokens_per_round", spec->tokens_per_round()}, {"acceptance", spec->acceptance()},
+                          {"inexact", inexact}};
+      if (!a.draft.empty()) j["speculative"]["draft_model"] = a.draft;
+    }
+    if (a.compare) {
+      j["classic"] = speeds(*classic);
+      j["compare"] = compare;
+    }
     write_json(a.json, j);
   }
+  // A width-invariant family that leaves classic's output is a failed check; an inexact run was
+  // allowed to differ.
+  if (!identical && !inexact) throw std::runtime_error("--compare: speculative output differs from classic decode");
 }
 
 }  // namespace
@@ -116,7 +229,10 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("generate", "Greedy text generation from a checkpoint (mlx-community layout)");
   cmd->footer(
       "The text is streamed as it is produced; the last line gives prefill and decode speed.\n"
-      "Exit status: 0 generated, 2 bad arguments or a malformed checkpoint (the message names the value).");
+      "Speculative decoding (--draft DIR or --lookup N) gives classic decode's output byte for byte with the\n"
+      "width-invariant families (exact, mma, narrow); --compare runs both and compares the token ids.\n"
+      "Exit status: 0 generated (with --compare: the outputs are identical, or --allow-inexact let them differ),\n"
+      "1 --compare found a difference, 2 bad arguments or a malformed checkpoint (the message names the value).");
   auto a = std::make_shared<Args>();
   add_text_option(cmd, "--model", a->model, "the model directory")->required();
   add_text_option(cmd, "--prompt", a->prompt, "the prompt text (needs the model's tokenizer.json)");
@@ -133,7 +249,29 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   add_integer_option(cmd, "--threads", a->threads, "CPU threads (0: all)");
   cmd->add_flag("--ignore-eos", a->ignore_eos, "do not stop at the tokenizer's end-of-sequence tokens");
   add_path_option(cmd, "--json", a->json, "also write the run (ids, text, speeds) as JSON to this file");
-  cmd->callback([a, &exit_code] {
+  add_text_option(cmd, "--draft", a->draft,
+                  "speculative decoding with this draft model (a checkpoint of the target's vocabulary)");
+  add_integer_option(cmd, "--lookup", a->lookup,
+                     "speculative decoding with prompt lookup: n-grams of up to N tokens matched in the prompt and output")
+      ->check(CLI::Range(std::int64_t(1), std::int64_t(1024)));
+  add_integer_option(cmd, "--block", a->block, "speculative block width: the last token and up to BS - 1 drafts (2..64)")
+      ->check(CLI::Range(kMinBlock, kMaxBlock));
+  cmd->add_flag("--compare", a->compare,
+                "run classic and speculative decode on the same prompt and compare the output ids byte for byte");
+  cmd->add_flag("--allow-inexact", a->allow_inexact,
+                "run speculative decoding with a family that is not width-invariant (--kernels wide); the output may differ");
+  // The replay drafter is a benchmark instrument, hidden from the help's option list.
+  cmd->add_flag("--replay", a->replay,
+                "benchmark instrument: draft classic decode's own output (computed first) with tokens replaced at "
+                "--replay-rate")
+      ->group("");
+  auto* replay_rate = add_seconds_option(cmd, "--replay-rate", a->replay_rate,
+                                        "benchmark instrument, not a drafter for real use: replay classic decode's own "
+                                        "output (computed first) with this fraction of its tokens replaced, 0..1")
+                          ->check(CLI::Range(0.0, 1.0));
+  add_integer_option(cmd, "--replay-seed", a->replay_seed, "benchmark instrument: the seed of the replaced tokens")->group("");
+  cmd->callback([a, replay_rate, &exit_code] {
+    a->replay_rate_given = replay_rate->count() > 0;
     run(*a);
     exit_code = 0;
   });

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/cli_runner.h"
+#include "model/checkpoint_fixture.h"
 
 namespace exactq::test {
 namespace {
@@ -84,6 +85,86 @@ TEST(CliGenerate, RefusesBadInputNamingIt) {
   }
   // Control: the same model and a good prompt run.
   EXPECT_EQ(run_cli("generate" + model + " --prompt hi --max-tokens 2", "", 60).exit_code, 0);
+}
+
+
+// Speculative decoding from the CLI: --compare finds the target drafting for itself, prompt lookup
+// and the replay instrument identical to classic decode; wide is refused unless allowed, and then
+// says so; bad drafter options exit 2 naming the value.
+TEST(CliGenerate, CompareFindsSpeculativeIdenticalToClassic) {
+  MadeModel m("llama");
+  TempFile json("exactq-generate", ".json");
+  const std::string base = "generate --model " + m.dir.quoted() + " --prompt-ids 5,6,7,5,6 --max-tokens 24 --ignore-eos --compare";
+  for (const std::string& drafter : {" --draft " + m.dir.quoted() + " --block 5", std::string(" --lookup 2 --block 3"),
+                                    std::string(" --replay-rate 0.4 --block 8")}) {
+    SCOPED_TRACE(drafter);
+    const Outcome o = run_cli(base + drafter + " --json " + json.quoted(), "", 120);
+    EXPECT_EQ(o.exit_code, 0) << o.output;
+    EXPECT_TRUE(contains(o.output, "compare: identical yes (24 tokens)")) << o.output;
+    std::ifstream in(json.path);
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    ASSERT_TRUE(j.is_object());
+    EXPECT_EQ(j["compare"]["identical"], true);
+    EXPECT_EQ(j["output_ids"], j["classic"]["output_ids"]);
+    EXPECT_EQ(j["output_ids"].size(), 24u);
+    EXPECT_GT(j["speculative"]["rounds"].get<int>(), 0);
+    if (contains(drafter, "--draft")) {
+      EXPECT_EQ(j["speculative"]["acceptance"], 1.0) << "the target drafting for itself";
+      EXPECT_EQ(j["speculative"]["rounds"], 5) << "23 tokens after the prefill's, 5 per full block";
+    }
+    if (contains(drafter, "--replay")) {
+      EXPECT_LT(j["speculative"]["acceptance"].get<double>(), 1.0);
+    }
+  }
+  // Without --compare the speculative run alone prints its line.
+  const Outcome alone = run_cli("generate --model " + m.dir.quoted() + " --prompt hello --max-tokens 6 --lookup 3", "", 120);
+  EXPECT_EQ(alone.exit_code, 0) << alone.output;
+  EXPECT_TRUE(contains(alone.output, "speculative: lookup 3, block 4")) << alone.output;
+}
+
+TEST(CliGenerate, WideSpeculationIsRefusedUnlessAllowed) {
+  MadeModel m("qwen3");
+  const std::string base = "generate --model " + m.dir.quoted() + " --prompt-ids 1,2,3 --max-tokens 8 --kernels wide --lookup 2";
+  const Outcome refused = run_cli(base, "", 60);
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_TRUE(contains(refused.output, "--kernels wide")) << refused.output;
+  EXPECT_TRUE(contains(refused.output, "--allow-inexact")) << refused.output;
+  const Outcome allowed = run_cli(base + " --allow-inexact --compare", "", 60);
+  EXPECT_EQ(allowed.exit_code, 0) << allowed.output;
+  EXPECT_TRUE(contains(allowed.output, "inexact: --allow-inexact")) << allowed.output;
+  EXPECT_TRUE(contains(allowed.output, "compare: identical")) << allowed.output;
+  // Control: classic decode with wide runs without the flag.
+  EXPECT_EQ(run_cli("generate --model " + m.dir.quoted() + " --prompt-ids 1,2,3 --max-tokens 3 --kernels wide", "", 60).exit_code, 0);
+}
+
+TEST(CliGenerate, RefusesBadSpeculativeOptionsNamingThem) {
+  MadeModel m("qwen3");
+  // A draft checkpoint of another vocabulary (320 tokens against make-model's 1024).
+  TempDir other;
+  std::mt19937_64 rng(fresh_seed());
+  write_fixture(other.path, tiny_fixture(Tiny{}, rng));
+  const std::string model = " --model " + m.dir.quoted() + " --prompt-ids 1,2,3";
+  struct Case {
+    std::string args, needle;
+  };
+  const Case cases[] = {
+      {"generate" + model + " --draft '" + other.path.string() + "'", "vocabulary of 320 tokens"},
+      {"generate" + model + " --draft /nonexistent-exactq-draft", "/nonexistent-exactq-draft"},
+      {"generate" + model + " --lookup 2 --block 1", "--block"},
+      {"generate" + model + " --lookup 2 --block 65", "--block"},
+      {"generate" + model + " --lookup 0", "--lookup"},
+      {"generate" + model + " --lookup -2", "--lookup"},
+      {"generate" + model + " --draft " + m.dir.quoted() + " --lookup 2", "at most one drafter: --draft, --lookup"},
+      {"generate" + model + " --lookup 2 --replay-rate 0.5", "at most one drafter"},
+      {"generate" + model + " --compare", "--compare"},
+      {"generate" + model + " --replay-rate 1.5", "--replay-rate"},
+  };
+  for (const Case& c : cases) {
+    const Outcome o = run_cli(c.args, "", 60);
+    EXPECT_EQ(o.exit_code, 2) << c.args << "\n" << o.output;
+    EXPECT_TRUE(contains(o.output, c.needle)) << c.args << "\n" << o.output;
+  }
+  EXPECT_EQ(run_cli("generate" + model + " --lookup 2 --block 64 --max-tokens 3", "", 60).exit_code, 0) << "control";
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // --compare runs both on the same prompt and compares their token ids.
 #include "generate.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <limits>
@@ -15,6 +16,7 @@
 #include "cli_common.h"
 #include "exactq/decoder.h"
 #include "exactq/generate.h"
+#include "exactq/probe.h"
 #include "exactq/speculative.h"
 #include "exactq/tokenizer.h"
 #include "make_model.h"
@@ -76,13 +78,13 @@ void run(const Args& a) {
   const bool replay = a.replay || a.replay_rate_given;
   const int drafters = int(!a.draft.empty()) + int(a.lookup > 0) + int(replay);
   if (drafters > 1) throw std::invalid_argument("generate: give at most one drafter: --draft, --lookup or --replay");
-  const bool speculative = drafters == 1;
+  bool speculative = drafters == 1;
   if (a.compare && !speculative)
     throw std::invalid_argument("--compare: needs a drafter to compare with classic decode (--draft DIR or --lookup N)");
   if (!a.json.empty()) check_writable(a.json, "--json");
   check_threads(a.threads);
   const KernelFamily family = parse_kernel_family(a.kernels);
-  const bool inexact = speculative && !speculation_allowed(family);
+  bool inexact = speculative && !speculation_allowed(family);
   if (inexact && !a.allow_inexact)
     throw std::invalid_argument(fmt::format(
         "--kernels {}: this family is not width-invariant, so speculative decoding may not give classic decode's "
@@ -119,6 +121,34 @@ void run(const Args& a) {
   } else if (a.lookup > 0) {
     drafter = std::make_unique<PromptLookupDrafter>(a.lookup);
   }
+  // The gate: speculative decoding runs only where the exactness probe finds this model's verify
+  // forward of --block tokens equal, byte for byte, to as many decode steps on this backend and
+  // family (fail-closed); --allow-inexact skips it. Two draws per width (a short and a medium
+  // prompt) keep it quick; `exactq probe` runs the long-context draw too.
+  bool comparing = a.compare;
+  nlohmann::json gate_json;
+  if (speculative && !inexact) {
+    ExactnessGate gate;
+    ProbeOptions probe_options;
+    probe_options.draws = 2;
+    const bool allowed = gate.allows(*backend, checkpoint, a.model, a.block, family, probe_options);
+    gate_json = {{"verdict", allowed ? "equal" : "diverges"}, {"cases", gate.last_report().cases.size()}};
+    if (!allowed) {
+      const auto& cases = gate.last_report().cases;
+      const auto bad = std::find_if(cases.begin(), cases.end(), [](const ProbeCase& c) { return !c.equal; });
+      const std::string where = bad == cases.end() ? std::string() : fmt::format(" (first at {} in layer {})", bad->first_op, bad->first_layer);
+      if (!a.allow_inexact) {
+        fmt::print("declined: the exactness probe found the {}-wide verify forward unequal to {} decode steps{}; "
+                   "running classic decode (--allow-inexact runs speculative decoding anyway)\n",
+                   a.block, a.block, where);
+        speculative = false;
+        comparing = false;
+        gate_json["declined"] = true;
+      } else {
+        inexact = true;
+      }
+    }
+  }
   GreedyOptions options;
   options.max_tokens = a.max_tokens;
   if (tokenizer && !a.ignore_eos) options.stop_ids = tokenizer->eos_ids();
@@ -145,10 +175,10 @@ void run(const Args& a) {
   };
   const std::string label = fmt::format("{} {} {}", backend->name(), to_string(family), checkpoint.config().model_type);
 
-  // Classic decode: the output itself, the reference of --compare, or the replay instrument's source.
+  // Classic decode: the output itself, the reference of --comparing, or the replay instrument's source.
   std::optional<GreedyResult> classic;
-  if (!speculative || a.compare || replay) {
-    const bool shown = !speculative || a.compare;
+  if (!speculative || comparing || replay) {
+    const bool shown = !speculative || comparing;
     classic = greedy_decode(decoder, prompt, options, printer(shown));
     if (shown) {
       finish();
@@ -164,8 +194,8 @@ void run(const Args& a) {
       fmt::print("inexact: --allow-inexact runs speculative decoding with --kernels {}, which is not width-invariant; "
                  "its output may differ from classic decode's\n",
                  to_string(family));
-    spec = speculative_decode(decoder, *drafter, prompt, options, {a.block, a.allow_inexact}, printer(!a.compare));
-    if (!a.compare) finish();
+    spec = speculative_decode(decoder, *drafter, prompt, options, {a.block, a.allow_inexact}, printer(!comparing));
+    if (!comparing) finish();
     fmt::print("[{} speculative: {}, block {}] {}; {} rounds, {:.2f} tokens/round, acceptance {:.3f} ({} of {} drafts); "
                "stopped: {}\n",
                label, drafter->name(), a.block, speed_line(*spec), spec->rounds, spec->tokens_per_round(),
@@ -173,7 +203,7 @@ void run(const Args& a) {
   }
   nlohmann::json compare;
   bool identical = true;
-  if (a.compare) {
+  if (comparing) {
     const auto& x = classic->tokens;
     const auto& y = spec->tokens;
     identical = x == y && classic->stop == spec->stop;
@@ -212,7 +242,8 @@ void run(const Args& a) {
                           {"inexact", inexact}};
       if (!a.draft.empty()) j["speculative"]["draft_model"] = a.draft;
     }
-    if (a.compare) {
+    if (!gate_json.is_null()) j["exactness_gate"] = gate_json;
+    if (comparing) {
       j["classic"] = speeds(*classic);
       j["compare"] = compare;
     }

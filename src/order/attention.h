@@ -54,17 +54,22 @@ EXACTQ_HD std::int64_t attention_first_visible(std::int64_t position, std::int64
   return window > 0 && position - window + 1 > 0 ? position - window + 1 : 0;
 }
 
+// One step of partial u's chain (dims u, u + 8, ...), and one step of the butterfly. On the GPU,
+// lane u of an 8-lane group runs partial u, and the butterfly is __shfl_xor_sync with the masks.
+EXACTQ_HD float attention_dot_step(float partial, float q, float k) { return fma(q, k, partial); }
+EXACTQ_HD float attention_dot_butterfly_step(float own, float partner) { return add(own, partner); }
+
 // s_j for one key row (k_offset: the row's first element in `keys`, of type t).
 EXACTQ_HD float attention_score(const float* q_scaled, const void* keys, std::size_t k_offset, DType t, int d) {
   float part[kDotPartials];
   for (int u = 0; u < kDotPartials; ++u) part[u] = 0.0f;
   for (int i = 0; i < d; i += kDotPartials)
     for (int u = 0; u < kDotPartials; ++u)
-      part[u] = fma(q_scaled[i + u], load_f32(keys, k_offset + std::size_t(i + u), t), part[u]);
+      part[u] = attention_dot_step(part[u], q_scaled[i + u], load_f32(keys, k_offset + std::size_t(i + u), t));
   for (int step = 0; step < kDotButterflySteps; ++step) {
     const int mask = dot_butterfly_mask(step);
     float next[kDotPartials];
-    for (int u = 0; u < kDotPartials; ++u) next[u] = add(part[u], part[u ^ mask]);
+    for (int u = 0; u < kDotPartials; ++u) next[u] = attention_dot_butterfly_step(part[u], part[u ^ mask]);
     for (int u = 0; u < kDotPartials; ++u) part[u] = next[u];
   }
   return part[0];

@@ -1,5 +1,6 @@
-// `exactq demo`, the main job: block-versus-chain byte parity on realistic layer shapes, then a
-// benchmark, on the backend present (CUDA where a GPU is usable, the CPU mirror otherwise).
+// `exactq demo`, the main job: block-versus-chain byte parity on realistic layer shapes, a
+// benchmark, then classic against speculative decode of a made checkpoint, on the backend present
+// (CUDA where a GPU is usable, the CPU mirror otherwise).
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -11,7 +12,7 @@
 namespace exactq::cli {
 
 void add_demo_command(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("demo", "The main job: parity on realistic shapes, then a benchmark, on the backend present");
+  auto* cmd = app.add_subcommand("demo", "The main job: parity, a benchmark, and classic vs speculative decode, on the backend present");
   auto backend_name = std::make_shared<std::string>("auto");
   auto threads = std::make_shared<int>(0);
   add_text_option(cmd, "--backend", *backend_name, "cpu, cuda or auto (cuda when a GPU is usable)");
@@ -65,7 +66,10 @@ void add_demo_command(CLI::App& app, int& exit_code) {
     auto timer = bench::make_timer(backend->name(), options);
     run_bench(b, *timer);
 
-    fmt::print("\n== summary ==\n");
+    fmt::print("\n");
+    worst = std::max(worst, run_engine_demo(*backend, *threads, summaries));
+
+    fmt::print("== summary ==\n");
     for (const auto& s : summaries) fmt::print("{}\n", s);
     exit_code = worst;
   });

@@ -184,5 +184,19 @@ TEST(Cli, BenchSustainRunsEachPointFirst) {
   EXPECT_GE(seconds, 2 * sustain) << "two points were timed, each after `sustain` seconds of untimed launches";
 }
 
+// The main job on the CPU ends with classic against speculative decode of a made checkpoint:
+// the probe equal and every speculative output identical to classic's (exact and mma; the replay
+// instrument and the model drafting for itself).
+TEST(Cli, DemoComparesClassicAndSpeculativeDecode) {
+  const Outcome o = run_cli("demo --backend cpu", "", 600);
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  std::size_t identical = 0;
+  for (std::size_t at = 0; (at = o.output.find("probe equal; classic", at)) != std::string::npos; ++at) {
+    const std::size_t end = o.output.find('\n', at);
+    identical += contains(o.output.substr(at, end - at), "output identical to classic: yes");
+  }
+  EXPECT_EQ(identical, 2u * 4u) << "4 comparisons, each printed as it runs and again in the summary\n" << o.output;
+}
+
 }  // namespace
 }  // namespace exactq::test

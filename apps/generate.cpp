@@ -285,8 +285,9 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   add_integer_option(cmd, "--lookup", a->lookup,
                      "speculative decoding with prompt lookup: n-grams of up to N tokens matched in the prompt and output")
       ->check(CLI::Range(std::int64_t(1), std::int64_t(1024)));
-  add_integer_option(cmd, "--block", a->block, "speculative block width: the last token and up to BS - 1 drafts (2..64)")
-      ->check(CLI::Range(kMinBlock, kMaxBlock));
+  auto* block = add_integer_option(cmd, "--block", a->block,
+                                   "speculative block width: the last token and up to BS - 1 drafts (2..64)")
+                    ->check(CLI::Range(kMinBlock, kMaxBlock));
   cmd->add_flag("--compare", a->compare,
                 "run classic and speculative decode on the same prompt and compare the output ids byte for byte");
   cmd->add_flag("--allow-inexact", a->allow_inexact,
@@ -301,8 +302,10 @@ void add_generate_command(CLI::App& app, int& exit_code) {
                                         "output (computed first) with this fraction of its tokens replaced, 0..1")
                           ->check(CLI::Range(0.0, 1.0));
   add_integer_option(cmd, "--replay-seed", a->replay_seed, "benchmark instrument: the seed of the replaced tokens")->group("");
-  cmd->callback([a, replay_rate, &exit_code] {
+  cmd->callback([a, replay_rate, block, &exit_code] {
     a->replay_rate_given = replay_rate->count() > 0;
+    if (block->count() > 0 && a->draft.empty() && a->lookup == 0 && !a->replay && !a->replay_rate_given)
+      throw std::invalid_argument("--block: only speculative decoding has a block width (add --draft DIR or --lookup N)");
     run(*a);
     exit_code = 0;
   });

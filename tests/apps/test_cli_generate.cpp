@@ -77,6 +77,7 @@ TEST(CliGenerate, RefusesBadInputNamingIt) {
       {"generate" + model + " --prompt hi --kernels fast", "--kernels"},
       {"generate" + model + " --prompt hi --backend tpu", "--backend"},
       {"generate" + model + " --prompt-ids 1,2,3,4 --context 4", "no room in the context of 4"},
+      {"generate" + model + " --prompt hi --block 4", "--block: only speculative decoding has a block width"},
   };
   for (const Case& c : cases) {
     const Outcome o = run_cli(c.args, "", 60);

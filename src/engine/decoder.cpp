@@ -13,7 +13,6 @@
 #include <string>
 
 #include "engine/weights.h"
-#include "exactq/mma_layout.h"
 #include "order/attention.h"
 #include "order/rope.h"
 
@@ -46,37 +45,6 @@ order::RopeParams rope_params(const ModelConfig& c, bool local) {
 }
 
 }  // namespace
-
-std::string_view to_string(KernelFamily family) {
-  switch (family) {
-    case KernelFamily::exact: return "exact";
-    case KernelFamily::mma: return "mma";
-    case KernelFamily::narrow: return "narrow";
-    case KernelFamily::wide: return "wide";
-  }
-  fail("kernel family value " + std::to_string(int(family)) + " is not a KernelFamily");
-}
-
-KernelFamily parse_kernel_family(std::string_view text) {
-  if (text == "exact") return KernelFamily::exact;
-  if (text == "mma") return KernelFamily::mma;
-  if (text == "narrow") return KernelFamily::narrow;
-  if (text == "wide") return KernelFamily::wide;
-  throw std::invalid_argument("[exactq] unknown kernel family '" + std::string(text) +
-                              "' (expected exact, mma, narrow or wide)");
-}
-
-Kernel kernel_for(KernelFamily family, const QuantizedMatrixView& w, std::int64_t m) {
-  switch (family) {
-    case KernelFamily::exact: return m == 1 ? Kernel::qmv : Kernel::qmv_streamed;
-    case KernelFamily::mma:
-      if (w.dtype != DType::f32 && mma_layout::fits(w.bits, w.group, w.k)) return Kernel::qmv_mma;
-      return m == 1 ? Kernel::qmv : Kernel::qmv_streamed;
-    case KernelFamily::narrow: return Kernel::qmv;
-    case KernelFamily::wide: return m == 1 ? Kernel::qmv : Kernel::qmv_wide;
-  }
-  fail("kernel family value " + std::to_string(int(family)) + " is not a KernelFamily");
-}
 
 struct Decoder::State {
   Backend& backend;

@@ -6,6 +6,7 @@
 //   generate    greedy generation from a checkpoint
 //   probe       the exactness probe: K single steps against one K-wide forward
 //   bench-decode  classic greedy decode speed against the same-run read ceiling
+//   bench-spec  every decoding arm in one run: speed, and byte identity with classic decode
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -19,6 +20,7 @@
 
 #include "bench.h"
 #include "bench_decode.h"
+#include "bench_spec.h"
 #include "cli_common.h"
 #include "demo.h"
 #include "generate.h"
@@ -84,6 +86,7 @@ int main(int argc, char** argv) {
   add_generate_command(app, exit_code);
   add_probe_command(app, exit_code);
   add_bench_decode_command(app, exit_code);
+  add_bench_spec_command(app, exit_code);
   const int code = parse_and_run(app, argc, argv, exit_code);
   return stdout_written() ? code : std::max(code, kExitFailed);
 }

@@ -1,0 +1,86 @@
+// `exactq bench-spec` as a child process on a tiny bf16 model: every arm x block x acceptance row in
+// the JSON, every width-invariant arm byte-identical to classic decode on every prompt, the inexact
+// wide arm differing on some prompt (the negative control), the markdown and SVG written, and bad
+// arguments refused with exit 2, naming the value.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/cli_runner.h"
+
+namespace exactq::test {
+namespace {
+
+TEST(CliBenchSpec, EveryArmMeasuredExactArmsIdenticalWideDiffersBadArgumentsExit2) {
+  // bf16, not f32: wide's different sums change the logit bits either way, but a greedy token
+  // changes only where that meets a near tie, and bf16's coarse rounding makes ties. On this model
+  // and seed, wide leaves classic's output at position 4 of the second prompt; in f32 it does not.
+  TempFile dir("exactq-bench-spec-model", "");
+  ASSERT_EQ(run_cli("make-model --arch qwen3 --shape tiny --dtype bf16 --seed 3 --out " + dir.quoted(), "", 120).exit_code, 0);
+  TempFile json("exactq-bench-spec", ".json"), md("exactq-bench-spec", ".md"), svg("exactq-bench-spec", ".svg");
+  const Outcome o = run_cli("bench-spec --model " + dir.quoted() +
+                                " --backend cpu --block 2,4 --acceptance 0.9 --prompts 2 --tokens 24 --json " +
+                                json.quoted() + " --markdown " + md.quoted() + " --plot " + svg.quoted(),
+                            "", 120);
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_TRUE(contains(o.output, "replay instrument (a benchmark instrument, not a drafter)")) << o.output;
+  EXPECT_TRUE(contains(o.output, "spec-exact     identical to classic-exact: yes (2 of 2 prompts")) << o.output;
+  EXPECT_TRUE(contains(o.output, "verdict: every width-invariant speculative arm is byte-identical")) << o.output;
+
+  std::ifstream in(json.path);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  ASSERT_TRUE(j.is_object());
+  EXPECT_TRUE(j["identical"].get<bool>());
+  std::set<std::pair<std::string, std::int64_t>> seen;
+  for (const auto& r : j["rows"]) {
+    EXPECT_EQ(r["acceptance_setting"].get<double>(), 0.9);
+    seen.insert({r["arm"].get<std::string>(), r["block"].get<std::int64_t>()});
+    EXPECT_GT(r["tokens_per_second"].get<double>(), 0) << r;
+    const std::string arm = r["arm"];
+    if (arm != "spec-wide") {
+      EXPECT_TRUE(r["identical"].get<bool>()) << r;
+    }
+    if (arm.starts_with("spec-")) {
+      EXPECT_GE(r["tokens_per_round"].get<double>(), 1.0) << r;
+    }
+  }
+  EXPECT_EQ(j["rows"].size(), 12u);  // 6 arms x 2 blocks x 1 acceptance
+  for (const std::string arm : {"classic-exact", "classic-mma", "spec-narrow", "spec-exact", "spec-mma", "spec-wide"})
+    for (std::int64_t b : {2, 4}) EXPECT_TRUE(seen.count({arm, b})) << arm << " " << b;
+  // The negative control: wide leaves classic-exact's output on some prompt, and says where.
+  bool wide_seen = false;
+  for (const auto& a : j["arms"])
+    if (a["arm"] == "spec-wide") {
+      wide_seen = true;
+      EXPECT_FALSE(a["identical"].get<bool>()) << a;
+      EXPECT_TRUE(contains(a["first_difference"].get<std::string>(), "first at output position")) << a;
+    }
+  EXPECT_TRUE(wide_seen);
+  EXPECT_TRUE(contains(o.output, "(inexact: expected)")) << o.output;
+  EXPECT_GT(std::filesystem::file_size(md.path), 0u);
+  EXPECT_GT(std::filesystem::file_size(svg.path), 0u);
+  std::ifstream svg_in(svg.path);
+  const std::string svg_text((std::istreambuf_iterator<char>(svg_in)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(contains(svg_text, "<polyline")) << svg_text;
+  EXPECT_TRUE(contains(svg_text, "</svg>"));
+
+  const std::string base = "bench-spec --model " + dir.quoted() + " --backend cpu";
+  const std::pair<std::string, std::string> bad[] = {{" --block 1", "1"},
+                                                     {" --acceptance 1.5", "1.5"},
+                                                     {" --arms spec-exact,fast", "fast"},
+                                                     {" --prompts 0", "Value 0"}};
+  for (const auto& [args, value] : bad) {
+    const Outcome b = run_cli(base + args, "", 60);
+    EXPECT_EQ(b.exit_code, 2) << args << "\n" << b.output;
+    const std::string option = args.substr(1, args.find(' ', 1) - 1);
+    EXPECT_TRUE(contains(b.output, option)) << args << "\n" << b.output;
+    EXPECT_TRUE(contains(b.output, value)) << args << "\n" << b.output;
+  }
+}
+
+}  // namespace
+}  // namespace exactq::test

@@ -35,6 +35,22 @@ void in_range(const char* op, const char* name, std::int64_t value, std::int64_t
                  std::to_string(high) + "]");
 }
 
+void load_dense(DType t, std::int64_t n, std::int64_t k, std::span<const std::byte> weight) {
+  validate_dtype(t);
+  in_range("load_dense", "n", n, 1, kMaxDim);
+  in_range("load_dense", "k", k, 1, kMaxDim);
+  if (weight.size() != bytes_of("load_dense", n * k, dtype_size(t)))
+    fail("load_dense", std::to_string(weight.size()) + " bytes for a " + std::to_string(n) + "x" + std::to_string(k) +
+                           " matrix");
+}
+
+void gated_activation(const Buffer& gate, const Buffer& up, std::int64_t count, Activation act, DType t,
+                      const Buffer& out) {
+  elementwise("gated_activation", count, t, {&gate, &up, &out});
+  if (act != Activation::silu && act != Activation::gelu_tanh)
+    fail("gated_activation", "activation value " + std::to_string(int(act)) + " is not an Activation");
+}
+
 void dense_mv(const DenseMatrix& w, const Buffer& x, std::int64_t m, const Buffer& y) {
   in_range("dense_mv", "M", m, 1, kMaxRows);
   const std::size_t e = dtype_size(w.dtype());

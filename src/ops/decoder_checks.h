@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "exactq/backend.h"
 
@@ -19,6 +20,9 @@ void holds(const char* op, const char* operand, const Buffer& buffer, std::size_
 // Throws where `value` is outside [low, high], naming it.
 void in_range(const char* op, const char* name, std::int64_t value, std::int64_t low, std::int64_t high);
 
+void load_dense(DType t, std::int64_t n, std::int64_t k, std::span<const std::byte> weight);
+void gated_activation(const Buffer& gate, const Buffer& up, std::int64_t count, Activation act, DType t,
+                      const Buffer& out);
 void dense_mv(const DenseMatrix& w, const Buffer& x, std::int64_t m, const Buffer& y);
 void copy(const Buffer& from, std::size_t from_offset, const Buffer& to, std::size_t to_offset, std::size_t bytes);
 void embed(std::int64_t n, std::int64_t k, DType t, const Buffer& tokens, std::int64_t m, const Buffer& out);

@@ -158,12 +158,7 @@ class CpuBackend final : public Backend {
 
   std::unique_ptr<DenseMatrix> load_dense(DType t, std::int64_t n, std::int64_t k,
                                           std::span<const std::byte> weight) override {
-    validate_dtype(t);
-    checks::in_range("load_dense", "n", n, 1, std::int64_t(1) << 24);
-    checks::in_range("load_dense", "k", k, 1, std::int64_t(1) << 24);
-    if (weight.size() != checks::bytes_of("load_dense", n * k, dtype_size(t)))
-      checks::fail("load_dense", std::to_string(weight.size()) + " bytes for a " + std::to_string(n) + "x" +
-                                     std::to_string(k) + " matrix");
+    checks::load_dense(t, n, k, weight);
     return std::make_unique<CpuDenseMatrix>(t, n, k, weight);
   }
   void copy(const Buffer& from, std::size_t from_offset, Buffer& to, std::size_t to_offset, std::size_t bytes) override {
@@ -203,9 +198,7 @@ class CpuBackend final : public Backend {
   }
   void gated_activation(const Buffer& gate, const Buffer& up, std::int64_t count, Activation act, DType t,
                         Buffer& out) override {
-    checks::elementwise("gated_activation", count, t, {&own(gate), &own(up), &own(out)});
-    if (act != Activation::silu && act != Activation::gelu_tanh)
-      checks::fail("gated_activation", "activation value " + std::to_string(int(act)) + " is not an Activation");
+    checks::gated_activation(own(gate), own(up), count, act, t, own(out));
     cpu::gated_activation(data(gate), data(up), count, act, t, data(out), options_.threads);
   }
   void add(const Buffer& a, const Buffer& b, std::int64_t count, DType t, Buffer& out) override {

@@ -213,6 +213,14 @@ inline QuantizedMatrix random_matrix(std::int64_t n, std::int64_t k, int bits, i
 }
 
 // Activations [m, k] in dtype: normal with a per-vector scale and a few large outlier channels.
+// count normal values of the given scale, stored in type t through the oracles.
+inline std::vector<std::byte> random_values(std::size_t count, DType t, float scale, std::mt19937_64& rng) {
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<std::byte> b(count * ref_size(t));
+  for (std::size_t i = 0; i < count; ++i) ref_store(b.data(), i, t, normal(rng));
+  return b;
+}
+
 inline std::vector<std::byte> random_activations(std::int64_t m, std::int64_t k, DType dtype, std::mt19937_64& rng) {
   std::vector<std::byte> x(std::size_t(m * k) * ref_size(dtype));
   std::normal_distribution<float> normal(0.0f, 1.0f);

@@ -23,13 +23,6 @@ namespace {
 
 using Bytes = std::vector<std::byte>;
 
-Bytes random_values(std::size_t count, DType t, float scale, std::mt19937_64& rng) {
-  std::normal_distribution<float> normal(0.0f, scale);
-  Bytes b(count * ref_size(t));
-  for (std::size_t i = 0; i < count; ++i) ref_store(b.data(), i, t, normal(rng));
-  return b;
-}
-
 struct Ops {
   std::unique_ptr<Backend> backend = make_cpu_backend();
   std::unique_ptr<Buffer> put(const Bytes& b) {

@@ -43,7 +43,8 @@ namespace {
 struct Args {
   std::string model, draft, blocks = "2-8", acceptances = "0.5,0.7,0.9", backend = "auto", json, markdown, plot;
   std::string arms = "classic-exact,classic-mma,spec-narrow,spec-exact,spec-mma,spec-wide";
-  std::int64_t prompts = 4, prompt_length = 32, tokens = 128;
+  std::string prompt_length = "32";  // a length, or a range LO-HI of mixed lengths
+  std::int64_t prompts = 4, tokens = 128;
   std::uint64_t seed = 1;
   int threads = 0;
 };
@@ -228,6 +229,18 @@ std::string svg(const nlohmann::json& j) {
   return s + "</svg>\n";
 }
 
+// --prompt-length: N, or LO-HI (mixed lengths), each in [1, 2^20].
+std::pair<std::int64_t, std::int64_t> parse_prompt_length(const std::string& text) {
+  const std::size_t dash = text.find('-');
+  const std::int64_t lo = parse_int(text.substr(0, dash), "--prompt-length");
+  const std::int64_t hi = dash == std::string::npos ? lo : parse_int(text.substr(dash + 1), "--prompt-length");
+  for (std::int64_t v : {lo, hi})
+    if (v < 1 || v > (std::int64_t(1) << 20))
+      throw std::invalid_argument(fmt::format("--prompt-length: {} is out of range [1, 1048576]", v));
+  if (lo > hi) throw std::invalid_argument(fmt::format("--prompt-length: range '{}' is reversed", text));
+  return {lo, hi};
+}
+
 int run(const Args& a) {
   check_outputs({{"--json", a.json}, {"--markdown", a.markdown}, {"--plot", a.plot}});
   check_threads(a.threads);
@@ -245,14 +258,18 @@ int run(const Args& a) {
   qmv_options.threads = a.threads;
   auto backend = make_backend(a.backend, qmv_options);
   const std::int64_t vocab = checkpoint.embed_tokens().n;
-  const std::int64_t context = a.prompt_length + a.tokens + *std::max_element(blocks.begin(), blocks.end()) + 1;
+  const auto [shortest, longest] = parse_prompt_length(a.prompt_length);
+  const std::int64_t context = longest + a.tokens + *std::max_element(blocks.begin(), blocks.end()) + 1;
 
   std::mt19937_64 rng(a.seed);
   std::uniform_int_distribution<std::int32_t> pick(0, std::int32_t(vocab - 1));
+  std::uniform_int_distribution<std::int64_t> length(shortest, longest);
   std::vector<std::vector<std::int32_t>> prompts(static_cast<std::size_t>(a.prompts));
+  std::vector<std::int64_t> prompt_lengths;
   for (auto& p : prompts) {
-    p.resize(static_cast<std::size_t>(a.prompt_length));
+    p.resize(static_cast<std::size_t>(shortest == longest ? shortest : length(rng)));
     for (auto& t : p) t = pick(rng);
+    prompt_lengths.push_back(std::int64_t(p.size()));
   }
   GreedyOptions options;
   options.max_tokens = a.tokens;  // stop ids off: every run generates the same number of tokens
@@ -479,7 +496,8 @@ int run(const Args& a) {
   nlohmann::json j = {
       {"config",
        {{"model", a.model}, {"model_type", config.model_type}, {"backend", backend->name()},
-        {"device", backend->description()}, {"prompts", P}, {"prompt_length", a.prompt_length}, {"tokens", a.tokens},
+        {"device", backend->description()}, {"prompts", P}, {"prompt_length", a.prompt_length},
+        {"prompt_lengths", prompt_lengths}, {"tokens", a.tokens},
         {"seed", a.seed}, {"blocks", blocks}, {"acceptances", accs}, {"stop_ids", "off"}}},
       {"instrument",
        "replay: a benchmark instrument, not a drafter; it drafts classic decode's own output (of the arm's reference "
@@ -529,8 +547,8 @@ void add_bench_spec_command(CLI::App& app, int& exit_code) {
   add_text_option(cmd, "--draft", a->draft, "also run draft-exact and draft-mma with this draft model (same vocabulary)");
   add_integer_option(cmd, "--prompts", a->prompts, "random prompts (default 4)")
       ->check(CLI::Range(std::int64_t(1), std::int64_t(4096)));
-  add_integer_option(cmd, "--prompt-length", a->prompt_length, "tokens per prompt (default 32)")
-      ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 20));
+  add_text_option(cmd, "--prompt-length", a->prompt_length,
+                  "tokens per prompt (default 32), or a range LO-HI: each prompt's length drawn from the seed");
   add_integer_option(cmd, "--tokens", a->tokens, "tokens generated per run (default 128)")
       ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 20));
   add_integer_option(cmd, "--seed", a->seed, "the prompts' and the replaced tokens' seed (default 1)");

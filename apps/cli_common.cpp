@@ -23,14 +23,6 @@ namespace {
 
 [[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
 
-std::int64_t parse_int(std::string_view s, std::string_view what) {
-  std::int64_t v = 0;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size())
-    bad(fmt::format("{}: '{}' is not an integer", what, s));
-  return v;
-}
-
 std::vector<std::string_view> split(std::string_view s, char sep) {
   std::vector<std::string_view> out;
   while (true) {
@@ -318,6 +310,14 @@ void check_room(const Range& r, std::string_view item, std::size_t before, std::
 }
 
 }  // namespace
+
+std::int64_t parse_int(std::string_view s, std::string_view what) {
+  std::int64_t v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size())
+    bad(fmt::format("{}: '{}' is not an integer", what, s));
+  return v;
+}
 
 std::vector<std::int64_t> parse_int_list(std::string_view text, std::string_view what) {
   if (text.empty()) bad(fmt::format("{}: empty value", what));

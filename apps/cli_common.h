@@ -82,6 +82,8 @@ std::vector<Shape> parse_shapes(std::string_view text);
 // The most items a --seeds or --m list may hold: more than any run needs (widths stop at 4096),
 // few enough that a typo such as 1-1000000000 is refused instead of filling memory.
 inline constexpr std::size_t kMaxListItems = 4096;
+// A base-10 integer, the whole of s; std::invalid_argument naming `what` and s otherwise.
+std::int64_t parse_int(std::string_view s, std::string_view what);
 // "1-16", "1,2,4,8" or "3", each value once, at most kMaxListItems values. Throws
 // std::invalid_argument naming `what` and the item (a reversed or too long range, a repeat).
 std::vector<std::int64_t> parse_int_list(std::string_view text, std::string_view what);

@@ -285,7 +285,16 @@ class CudaBackend final : public Backend {
   void attention(const Buffer& q, const Buffer& keys, const Buffer& values, std::int64_t m, std::int64_t start_position,
                  const AttentionShape& shape, DType t, Buffer& out) override {
     checks::attention(buffer(q), buffer(keys), buffer(values), m, start_position, shape, t, buffer(out));
-    cuda_detail::launch_attention(data(q), data(keys), data(values), m, start_position, shape, t, data(out), 0);
+    const std::size_t need = cuda_detail::attention_workspace_bytes(m, start_position, shape);
+    if (attention_workspace_.size() < need) {
+      // Doubling (up to the cap), so that a growing context reallocates rarely; the old buffer
+      // is freed first (cudaFree waits for the kernels that use it).
+      const std::size_t doubled = std::min(2 * attention_workspace_.size(), cuda_detail::kAttentionWorkspaceCap);
+      attention_workspace_ = cuda::DeviceBuffer();
+      attention_workspace_ = cuda::DeviceBuffer(std::max(need, doubled));
+    }
+    cuda_detail::launch_attention(data(q), data(keys), data(values), m, start_position, shape, t, data(out),
+                                  attention_workspace_.bytes().data(), attention_workspace_.size(), 0);
   }
   void gated_activation(const Buffer& gate, const Buffer& up, std::int64_t count, Activation act, DType t,
                         Buffer& out) override {
@@ -314,6 +323,9 @@ class CudaBackend final : public Backend {
 
  private:
   QmvOptions options_;
+  // attention's chunk statistics (attention.cu): grown only when a call needs more than it holds,
+  // so steady-state decode allocates nothing.
+  cuda::DeviceBuffer attention_workspace_;
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "exactq/backend.h"
@@ -22,8 +23,15 @@ void launch_rmsnorm(const void* x, const void* weight, std::int64_t rows, std::i
                     bool one_plus_weight, void* y, cudaStream_t stream);
 void launch_rope(void* x, std::int64_t m, std::int64_t heads, std::int64_t head_dim, DType t,
                  std::int64_t start_position, const std::uint64_t* steps, bool interleaved, cudaStream_t stream);
+// Attention runs split over key chunks (attention.cu): the chunks' statistics go through
+// `workspace`, device memory the caller owns. attention_workspace_bytes is what a call needs for
+// all its rows at once, at most kAttentionWorkspaceCap unless one row alone needs more; with less
+// (but at least one row's share) launch_attention runs the rows in slices, with the same bytes.
+inline constexpr std::size_t kAttentionWorkspaceCap = std::size_t(256) << 20;
+std::size_t attention_workspace_bytes(std::int64_t m, std::int64_t start_position, const AttentionShape& shape);
 void launch_attention(const void* q, const void* keys, const void* values, std::int64_t m, std::int64_t start_position,
-                      const AttentionShape& shape, DType t, void* out, cudaStream_t stream);
+                      const AttentionShape& shape, DType t, void* out, void* workspace, std::size_t workspace_bytes,
+                      cudaStream_t stream);
 void launch_gated_activation(const void* gate, const void* up, std::int64_t count, Activation act, DType t, void* out,
                              cudaStream_t stream);
 void launch_add(const void* a, const void* b, std::int64_t count, DType t, void* out, cudaStream_t stream);

@@ -1,13 +1,20 @@
 // The decoder on the CUDA backend: every op gives the CPU mirror's bytes, and the whole forward
 // gives the CPU's logits, byte for byte, for every architecture with the exact and narrow
 // families; CUDA's own block vs chain identity holds for exact, mma and narrow, and wide differs
-// (the negative control). Each test skips without a usable GPU.
+// (the negative control). Attention, split over key chunks, is also tested alone on long caches.
+// Each test skips without a usable GPU.
 #include <gtest/gtest.h>
 
+#include <cuda_runtime.h>
+
+#include <cmath>
 #include <cstring>
 #include <functional>
+#include <string>
 
 #include "engine/decoder_fixture.h"
+#include "exactq/cuda.h"
+#include "ops/cuda/decoder_ops.h"
 #include "order/attention.h"
 #include "order/rope.h"
 
@@ -24,22 +31,23 @@ using Bytes = std::vector<std::byte>;
 // Runs `op` on both backends with the same host inputs (uploaded to each) and returns the bytes of
 // the output buffer (index `output` of the inputs) from each.
 struct Both {
+  using Op = std::function<void(Backend&, std::vector<std::unique_ptr<Buffer>>&)>;
   std::unique_ptr<Backend> cpu = make_cpu_backend(), cuda = make_cuda_backend();
-  std::pair<Bytes, Bytes> run(const std::vector<Bytes>& inputs, std::size_t output,
-                              const std::function<void(Backend&, std::vector<std::unique_ptr<Buffer>>&)>& op) {
-    auto on = [&](Backend& b) {
-      std::vector<std::unique_ptr<Buffer>> buffers;
-      for (const Bytes& in : inputs) {
-        buffers.push_back(b.allocate(in.size()));
-        b.upload(*buffers.back(), in);
-      }
-      op(b, buffers);
-      b.synchronize();
-      Bytes out(inputs[output].size());
-      b.download(*buffers[output], out);
-      return out;
-    };
-    return {on(*cpu), on(*cuda)};
+  std::pair<Bytes, Bytes> run(const std::vector<Bytes>& inputs, std::size_t output, const Op& op) {
+    return {on(*cpu, inputs, output, op), on(*cuda, inputs, output, op)};
+  }
+  // The same on one backend.
+  static Bytes on(Backend& b, const std::vector<Bytes>& inputs, std::size_t output, const Op& op) {
+    std::vector<std::unique_ptr<Buffer>> buffers;
+    for (const Bytes& in : inputs) {
+      buffers.push_back(b.allocate(in.size()));
+      b.upload(*buffers.back(), in);
+    }
+    op(b, buffers);
+    b.synchronize();
+    Bytes out(inputs[output].size());
+    b.download(*buffers[output], out);
+    return out;
   }
 };
 
@@ -132,6 +140,127 @@ TEST(CudaDecoderOps, EveryOpGivesTheCpuBytes) {
     EXPECT_EQ(e1, e2) << "embed";
   }
   EXPECT_EQ(controls, 3 * 3u) << "a changed input must change the compared bytes";
+}
+
+// launch_attention called directly with a workspace of `workspace_bytes`, filled with NaN bytes
+// first (a chunk slot read before it is written would show).
+Bytes attention_with_workspace(const Bytes& q, const Bytes& keys, const Bytes& values, std::int64_t m,
+                               std::int64_t start, const AttentionShape& shape, DType t, std::size_t workspace_bytes) {
+  auto put = [](const Bytes& host) {
+    cuda::DeviceBuffer d(host.size());
+    d.upload(host);
+    return d;
+  };
+  const cuda::DeviceBuffer qd = put(q), kd = put(keys), vd = put(values);
+  cuda::DeviceBuffer out(q.size()), workspace(workspace_bytes);
+  workspace.fill(0xff);
+  cuda_detail::launch_attention(qd.bytes().data(), kd.bytes().data(), vd.bytes().data(), m, start, shape, t,
+                                out.bytes().data(), workspace.bytes().data(), workspace.size(), nullptr);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  Bytes host(q.size());
+  out.download(host);
+  return host;
+}
+
+// Attention split over key chunks (attention.cu): starts past 1,000 positions (17+ chunks) with up
+// to 16 rows of a verify block (each row sees its own number of chunks), windows that cut a chunk
+// (and 1, 64, 128 and wider than the cache), head dims 64, 128 and 256 (and 512 with 12 query
+// heads per kv head: two head groups per kv head; and a random one in f16), GQA ratios 1, 2, 4
+// and 8. The cache runs past the last row and every key or value no row sees (past the last row,
+// before the first row's window) holds NaN, infinities or 1e30. Each case also runs through
+// launch_attention with a workspace of 1 to 3 rows, so the rows go in slices. Controls: a key of
+// the last row's first visible position, or of its own, aligned with its query changes the CUDA bytes;
+// in f32 at long starts, the CPU tests' control order (chunks of ceil(length / 4)) differs from
+// the CUDA bytes on some row.
+TEST(CudaDecoderOps, AttentionSplitOverChunksGivesTheCpuBytes) {
+  REQUIRE_CUDA_BACKEND();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  Both both;
+  std::size_t pokes = 0, poke_controls = 0, chunk_controls = 0;
+  bool refused = false;
+  const std::int64_t dims[] = {64, 128, 256}, ratios[] = {1, 2, 4, 8};
+  for (DType t : kTypes)
+    for (int c = 0; c < 14; ++c) {
+      if (t == DType::f16 && c != 13) continue;
+      std::int64_t d = dims[c % 3], ratio = ratios[c % 4], kv = 1 + std::int64_t(rng() % 2);
+      std::int64_t m = c % 5 == 0 ? 16 : 1 + std::int64_t(rng() % 16);
+      const std::int64_t start = c % 5 == 3 ? std::int64_t(rng() % 150) : 1025 + std::int64_t(rng() % 1500);
+      if (c == 12) d = 512, ratio = 12, kv = 1, m = 1 + std::int64_t(rng() % 4);
+      if (c == 13) d = 8 * (1 + std::int64_t(rng() % 64)), ratio = 1 + std::int64_t(rng() % 16), m = 1 + std::int64_t(rng() % 8);
+      const std::int64_t heads = kv * ratio, last = start + m - 1;
+      const std::int64_t positions = start + m + 1 + std::int64_t(rng() % 70);  // the cache runs past the last row
+      std::int64_t cut = 65 + std::int64_t(rng() % 900);
+      if (cut % 64 == 0) cut += 1 + std::int64_t(rng() % 63);
+      const std::int64_t others[] = {1, 64, 128, positions + 5};
+      const Bytes q = random_values(std::size_t(m * heads * d), t, c % 2 ? 3.0f : 1.0f, rng);
+      const Bytes keys = random_values(std::size_t(positions * kv * d), t, 1.0f, rng);
+      const Bytes values = random_values(keys.size() / ref_size(t), t, 1.0f, rng);
+      for (std::int64_t window : {std::int64_t(0), cut, others[rng() % 4]}) {
+        const std::string what = "dtype " + std::to_string(int(t)) + " m " + std::to_string(m) + " start " +
+                                 std::to_string(start) + " heads " + std::to_string(heads) + "/" + std::to_string(kv) +
+                                 " d " + std::to_string(d) + " window " + std::to_string(window);
+        SCOPED_TRACE(what);
+        const AttentionShape shape{heads, kv, d, order::attention_scale(double(d)), window};
+        // Poison what no row sees: positions before the first row's window and past the last row.
+        Bytes k = keys, v = values;
+        const float poison[] = {NAN, INFINITY, -INFINITY, 1e30f};
+        const std::int64_t lo = order::attention_first_visible(start, window);
+        for (std::int64_t j = 0; j < positions; ++j)
+          if (j < lo || j > last)
+            for (std::int64_t i = 0; i < kv * d; ++i) {
+              const std::size_t at = std::size_t(j * kv * d + i);
+              ref_store(k.data(), at, t, poison[at % 4]);
+              ref_store(v.data(), at, t, poison[(at + 1) % 4]);
+            }
+        auto attend = [&](Backend& b, auto& x) { b.attention(*x[0], *x[1], *x[2], m, start, shape, t, *x[3]); };
+        const auto [cpu_a, cuda_a] = both.run({q, k, v, Bytes(q.size())}, 3, attend);
+        ASSERT_TRUE(cpu_a == cuda_a) << "attention: " << differing_bytes(cpu_a, cuda_a) << " bytes differ";
+        std::size_t non_finite = 0;
+        for (std::size_t i = 0; i < cuda_a.size() / ref_size(t); ++i) non_finite += !std::isfinite(ref_load(cuda_a.data(), i, t));
+        EXPECT_EQ(non_finite, 0u) << "a poisoned key or value was read";
+
+        if (window == cut) {  // slices of 1 to 3 rows through a small workspace, and one too small
+          const std::size_t per_row = cuda_detail::attention_workspace_bytes(1, last, shape);
+          const std::size_t rows = 1 + rng() % 3;
+          const Bytes sliced = attention_with_workspace(q, k, v, m, start, shape, t, rows * per_row);
+          EXPECT_TRUE(cpu_a == sliced) << rows << " rows a slice: " << differing_bytes(cpu_a, sliced) << " bytes differ";
+          if (!refused) {
+            EXPECT_THROW(attention_with_workspace(q, k, v, m, start, shape, t, per_row - 1), std::invalid_argument);
+            refused = true;
+          }
+        }
+
+        // Controls: a key the last row sees, at its first visible position and at its own, made
+        // 4 times the last row's head-0 query: its weight then dominates that head's softmax.
+        for (std::int64_t j : {order::attention_first_visible(last, window), last}) {
+          Bytes aligned = k;
+          for (std::int64_t i = 0; i < d; ++i)
+            ref_store(aligned.data(), std::size_t(j * kv * d + i), t,
+                      4.0f * ref_load(q.data(), std::size_t((m - 1) * heads * d + i), t));
+          ++pokes;
+          poke_controls += Both::on(*both.cuda, {q, aligned, v, Bytes(q.size())}, 3, attend) != cpu_a;
+        }
+        if (t == DType::f32 && window == 0 && start > 1000) {  // another chunking, head 0 of each row
+          const std::size_t row = std::size_t(heads * d);
+          for (std::int64_t r = 0; r < m; ++r) {
+            float qf[order::kMaxHeadDim], of[order::kMaxHeadDim];
+            for (std::int64_t i = 0; i < d; ++i) qf[i] = ref_load(q.data(), std::size_t(r) * row + std::size_t(i), t);
+            const std::int64_t p = start + r;
+            order::attention_row_chunked(qf, p, k.data(), v.data(), t, std::size_t(kv * d), {int(d), shape.scale, window},
+                                         int((p + 4) / 4), of);
+            for (std::int64_t i = 0; i < d; ++i)
+              if (f32_bits(of[i]) != f32_bits(ref_load(cuda_a.data(), std::size_t(r) * row + std::size_t(i), t))) {
+                ++chunk_controls;
+                break;
+              }
+          }
+        }
+      }
+    }
+  EXPECT_EQ(poke_controls, pokes) << "a changed visible value must change the compared bytes";
+  EXPECT_GT(chunk_controls, 0u) << "control: chunks of ceil(length / 4) must change some row's bytes";
 }
 
 std::vector<std::byte> logits_of(Decoder& d, const std::vector<std::int32_t>& tokens, bool one_by_one) {

@@ -1,6 +1,7 @@
-// `exactq demo`, the main job: block-versus-chain byte parity on realistic layer shapes, a
-// benchmark, then classic against speculative decode of a made checkpoint, on the backend present
-// (CUDA where a GPU is usable, the CPU mirror otherwise).
+// `exactq demo`, the main job: the trained pair completing code with classic and speculative
+// decode, block-versus-chain byte parity on realistic layer shapes, a benchmark, then classic
+// against speculative decode of a made checkpoint, on the backend present (CUDA where a GPU is
+// usable, the CPU mirror otherwise).
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -15,9 +16,11 @@ void add_demo_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("demo", "The main job: parity, a benchmark, and classic vs speculative decode, on the backend present");
   auto backend_name = std::make_shared<std::string>("auto");
   auto threads = std::make_shared<int>(0);
+  auto models = std::make_shared<std::string>("models");
   add_text_option(cmd, "--backend", *backend_name, "cpu, cuda or auto (cuda when a GPU is usable)");
   add_integer_option(cmd, "--threads", *threads, "CPU threads (0 = all)");
-  cmd->callback([backend_name, threads, &exit_code] {
+  add_text_option(cmd, "--models", *models, "the directory holding the trained pair (default: models)");
+  cmd->callback([backend_name, threads, models, &exit_code] {
     check_threads(*threads);
     QmvOptions options;
     options.threads = *threads;
@@ -25,7 +28,11 @@ void add_demo_command(CLI::App& app, int& exit_code) {
     const bool gpu = backend->name() == "cuda";
     std::unique_ptr<Backend> mirror;
     if (gpu) mirror = make_cpu_backend(options);
-    fmt::print("exactq demo on {}\n\n== parity: block vs chain, every output byte ==\n", backend->description());
+    fmt::print("exactq demo on {}\n\n", backend->description());
+    std::vector<std::string> summaries;
+    int worst = run_pair_demo(*backend, *models, summaries);
+
+    fmt::print("== parity: block vs chain, every output byte ==\n");
 
     struct Case {
       std::int64_t n, k;
@@ -38,8 +45,6 @@ void add_demo_command(CLI::App& app, int& exit_code) {
                                      {2048, 3840, 3, 32, DType::f16, gpu ? 16 : 5},
                                      {5120, 5120, 8, 128, DType::f32, gpu ? 16 : 4},
                                      {2048, 3840, 6, 64, DType::bf16, gpu ? 16 : 4}};
-    int worst = 0;
-    std::vector<std::string> summaries;
     for (const Case& k : cases) {
       ParityConfig c;
       c.n = k.n;

@@ -19,7 +19,7 @@ namespace {
 const char* const kPrompts[] = {
     "def _read_file(path):\n    \"\"\"Return the contents of the file at path.\"\"\"",
     "import os\nimport sys\n\n\ndef main():",
-    "class Queue:\n    \"\"\"A first-in, first-out queue.\"\"\"\n\n    def __init__(self, maxsize=0):",
+    "    def __eq__(self, other):",
 };
 
 double rate(const GreedyResult& r) {

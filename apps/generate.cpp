@@ -11,6 +11,7 @@
 #include <memory>
 
 #include <fmt/format.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
@@ -173,6 +174,19 @@ void run(const Args& a) {
     stream.reset();
     fmt::print("\n");
   };
+  // Where the output is not streamed (the speculative half of --compare), a progress line on
+  // stderr: rewritten in place on a terminal, a line per 256 tokens otherwise.
+  auto progress = [](std::string what, std::int64_t limit) -> std::function<void(std::int32_t)> {
+    const bool tty = isatty(2) != 0;
+    return [what = std::move(what), limit, tty, n = std::int64_t(0)](std::int32_t) mutable {
+      ++n;
+      if (tty)
+        fmt::print(stderr, "\r[{}] {} of at most {} tokens", what, n, limit);
+      else if (n % 256 == 0)
+        fmt::print(stderr, "[{}] {} of at most {} tokens\n", what, n, limit);
+      std::fflush(stderr);
+    };
+  };
   const std::string label = fmt::format("{} {} {}", backend->name(), to_string(family), checkpoint.config().model_type);
 
   // Classic decode: the output itself, the reference of --comparing, or the replay instrument's source.
@@ -194,8 +208,10 @@ void run(const Args& a) {
       fmt::print("inexact: --allow-inexact runs speculative decoding with --kernels {}, which is not width-invariant; "
                  "its output may differ from classic decode's\n",
                  to_string(family));
-    spec = speculative_decode(decoder, *drafter, prompt, options, {a.block, a.allow_inexact}, printer(!comparing));
+    spec = speculative_decode(decoder, *drafter, prompt, options, {a.block, a.allow_inexact},
+                              comparing ? progress("speculative", a.max_tokens) : printer(true));
     if (!comparing) finish();
+    else if (isatty(2)) fmt::print(stderr, "\r\033[K");
     fmt::print("[{} speculative: {}, block {}] {}; {} rounds, {:.2f} tokens/round, acceptance {:.3f} ({} of {} drafts); "
                "stopped: {}\n",
                label, drafter->name(), a.block, speed_line(*spec), spec->rounds, spec->tokens_per_round(),

@@ -27,7 +27,7 @@ namespace exactq::cli {
 namespace {
 
 struct Args {
-  std::string model, prompt, prompt_ids, backend = "cpu", kernels = "exact", json, draft;
+  std::string model, prompt, prompt_ids, backend = "auto", kernels = "exact", json, draft;
   std::int64_t max_tokens = 128, context = 0, lookup = 0, block = 4;
   std::uint64_t replay_seed = 1;
   double replay_rate = 0;
@@ -288,7 +288,7 @@ void add_generate_command(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 24));
   add_integer_option(cmd, "--context", a->context, "KV cache positions (default: the model's, at most 4096)")
       ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 24));
-  add_text_option(cmd, "--backend", a->backend, "cpu (default), cuda or auto")
+  add_text_option(cmd, "--backend", a->backend, "auto (default: cuda when a GPU is usable), cuda or cpu")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   add_text_option(cmd, "--kernels", a->kernels,
                   "the linears' kernel family: exact (default), mma, narrow, or wide (not width-invariant)")

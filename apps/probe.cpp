@@ -14,7 +14,7 @@ namespace exactq::cli {
 namespace {
 
 struct Args {
-  std::string model, blocks = "2-16", backend = "cpu", kernels = "exact", json;
+  std::string model, blocks = "2-16", backend = "auto", kernels = "exact", json;
   int draws = 3, threads = 0;
   std::int64_t seed = 1, long_context = 1024;
 };
@@ -78,7 +78,7 @@ void add_probe_command(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 20));
   add_integer_option(cmd, "--seed", a->seed, "the draws' seed (default 1)")
       ->check(CLI::Range(std::int64_t(0), std::numeric_limits<std::int64_t>::max()));
-  add_text_option(cmd, "--backend", a->backend, "cpu (default), cuda or auto")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  add_text_option(cmd, "--backend", a->backend, "auto (default: cuda when a GPU is usable), cuda or cpu")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   add_text_option(cmd, "--kernels", a->kernels, "exact (default), mma, narrow or wide")
       ->check(CLI::IsMember({"exact", "mma", "narrow", "wide"}));
   add_integer_option(cmd, "--threads", a->threads, "CPU threads (0: all)");

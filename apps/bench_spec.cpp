@@ -6,8 +6,9 @@
 // prompt. Exit status 1 where a width-invariant arm leaves classic's output.
 //
 // The drafts come from the replay instrument (ReplayDrafter): classic decode's own output with a
-// fraction 1 - acceptance of its tokens replaced, so that acceptance is a controlled variable and
-// every arm sees the same drafts. It is a benchmark instrument, not a drafter: its speed-ups are
+// fraction 1 - acceptance of its tokens replaced, so that acceptance is a controlled variable. The
+// width-invariant arms replay their reference's output; wide replays classic decode with its own
+// family (its prefill already runs qmv_wide), so that its acceptance is the setting's too. It is a benchmark instrument, not a drafter: its speed-ups are
 // the upper bound for a drafter of that acceptance, which costs nothing to run.
 //
 // References. Each arm is compared with classic decode of its own kernel family, the output that
@@ -59,6 +60,9 @@ struct Arm {
   bool checked() const { return kind != Kind::classic && is_width_invariant(family); }
   // The family of the classic decode it is compared with (and whose output it replays).
   KernelFamily reference() const { return family == KernelFamily::mma ? KernelFamily::mma : KernelFamily::exact; }
+  // The classic decode its replay drafts come from: its own family's, so that an inexact arm's
+  // acceptance is the setting's and not cut short where its output leaves the reference's.
+  KernelFamily replay_source() const { return family == KernelFamily::wide ? KernelFamily::wide : reference(); }
 };
 
 const std::vector<Arm>& all_arms() {
@@ -279,7 +283,8 @@ int run(const Args& a) {
   for (const Arm& arm : arms)
     total += arm.kind == Kind::classic ? 0 : P * blocks.size() * (arm.kind == Kind::replay ? accs.size() : 1);
   const bool mma_needed = std::any_of(arms.begin(), arms.end(), [](const Arm& x) { return x.family == KernelFamily::mma; });
-  total += P * (1 + std::size_t(mma_needed));
+  const bool wide_needed = std::any_of(arms.begin(), arms.end(), [](const Arm& x) { return x.family == KernelFamily::wide; });
+  total += P * (1 + std::size_t(mma_needed) + std::size_t(wide_needed));
   const bool tty = isatty(2) != 0;
   auto progress = [&](const std::string& what) {
     ++done;
@@ -307,7 +312,8 @@ int run(const Args& a) {
     return r;
   };
   for (KernelFamily family : {KernelFamily::exact, KernelFamily::narrow, KernelFamily::mma, KernelFamily::wide}) {
-    const bool classic_here = family == KernelFamily::exact || (family == KernelFamily::mma && mma_needed);
+    const bool classic_here = family == KernelFamily::exact || (family == KernelFamily::mma && mma_needed) ||
+                              (family == KernelFamily::wide && wide_needed);
     if (!classic_here && std::none_of(arms.begin(), arms.end(), [&](const Arm& x) { return x.family == family; })) continue;
     Decoder decoder(*backend, checkpoint, {family, context});
     std::unique_ptr<Decoder> draft_decoder;
@@ -369,7 +375,7 @@ int run(const Args& a) {
         for (double acc : accs) {
           Row& row = row_for(arm, b, acc);
           for (std::size_t p = 0; p < P; ++p) {
-            ReplayDrafter drafter(ref[p].tokens, 1.0 - acc, a.seed + p, vocab);
+            ReplayDrafter drafter(classic.at(arm.replay_source())[p].tokens, 1.0 - acc, a.seed + p, vocab);
             const SpeculativeResult r = speculative_decode(decoder, drafter, prompts[p], options, spec);
             add(row, r, r.rounds, ref[p], exact_ref[p]);
             row.drafted += r.drafted;
@@ -501,7 +507,7 @@ int run(const Args& a) {
         {"seed", a.seed}, {"blocks", blocks}, {"acceptances", accs}, {"stop_ids", "off"}}},
       {"instrument",
        "replay: a benchmark instrument, not a drafter; it drafts classic decode's own output (of the arm's reference "
-       "family) with a fraction 1 - acceptance_setting of its tokens replaced"},
+       "family; of wide for spec-wide) with a fraction 1 - acceptance_setting of its tokens replaced"},
       {"prompt_ids", prompts},
       {"rows", json_rows},
       {"arms", json_arms},

@@ -19,7 +19,7 @@ namespace {
 TEST(CliBenchSpec, EveryArmMeasuredExactArmsIdenticalWideDiffersBadArgumentsExit2) {
   // bf16, not f32: wide's different sums change the logit bits either way, but a greedy token
   // changes only where that meets a near tie, and bf16's coarse rounding makes ties. On this model
-  // and seed, wide leaves classic's output at position 4 of the second prompt; in f32 it does not.
+  // and seed, wide leaves classic's output at position 4 of the first prompt; in f32 it does not.
   TempFile dir("exactq-bench-spec-model", "");
   ASSERT_EQ(run_cli("make-model --arch qwen3 --shape tiny --dtype bf16 --seed 3 --out " + dir.quoted(), "", 120).exit_code, 0);
   TempFile json("exactq-bench-spec", ".json"), md("exactq-bench-spec", ".md"), svg("exactq-bench-spec", ".svg");
@@ -88,8 +88,8 @@ TEST(CliBenchSpec, EveryArmMeasuredExactArmsIdenticalWideDiffersBadArgumentsExit
 // The CPU's smaller version of the exactness run at scale: prompts of mixed lengths (past two
 // attention chunks), block widths up to 16, every exact arm identical to classic decode on every
 // run, and wide leaving it on some (the negative control, in the same run). Wide's flips need
-// near ties; with this model and --seed 3 it leaves classic on 5 of the 6 prompts (seeds 1, 2
-// and 4 show none).
+// near ties; with this model and --seed 3 it leaves classic on one prompt of the 6, in 6 of the 36
+// runs (seeds 1, 2 and 4 show none).
 TEST(CliBenchSpec, MixedPromptLengthsUpToBlock16EveryExactArmIdentical) {
   TempFile dir("exactq-bench-spec-mixed", "");
   ASSERT_EQ(run_cli("make-model --arch qwen3 --shape tiny --dtype bf16 --seed 3 --out " + dir.quoted(), "", 120).exit_code, 0);

@@ -33,6 +33,7 @@ struct Args {
   double replay_rate = 0;
   int threads = 0;
   bool ignore_eos = false, replay = false, compare = false, allow_inexact = false, replay_rate_given = false;
+  bool adaptive = false;
 };
 
 // "1,2,3": token ids in base 10, repeats allowed.
@@ -132,7 +133,10 @@ void run(const Args& a) {
     ExactnessGate gate;
     ProbeOptions probe_options;
     probe_options.draws = 2;
-    const bool allowed = gate.allows(*backend, checkpoint, a.model, a.block, family, probe_options);
+    // An adaptive run verifies at every width up to --block, and the gate checks each of them.
+    bool allowed = true;
+    for (std::int64_t w = a.adaptive ? kMinBlock : a.block; w <= a.block && allowed; ++w)
+      allowed = gate.allows(*backend, checkpoint, a.model, w, family, probe_options);
     gate_json = {{"verdict", allowed ? "equal" : "diverges"}, {"cases", gate.last_report().cases.size()}};
     if (!allowed) {
       const auto& cases = gate.last_report().cases;
@@ -141,7 +145,7 @@ void run(const Args& a) {
       if (!a.allow_inexact) {
         fmt::print("declined: the exactness probe found the {}-wide verify forward unequal to {} decode steps{}; "
                    "running classic decode (--allow-inexact runs speculative decoding anyway)\n",
-                   a.block, a.block, where);
+                   gate.last_report().cases.front().block, gate.last_report().cases.front().block, where);
         speculative = false;
         comparing = false;
         gate_json["declined"] = true;
@@ -208,13 +212,13 @@ void run(const Args& a) {
       fmt::print("inexact: --allow-inexact runs speculative decoding with --kernels {}, which is not width-invariant; "
                  "its output may differ from classic decode's\n",
                  to_string(family));
-    spec = speculative_decode(decoder, *drafter, prompt, options, {a.block, a.allow_inexact},
+    spec = speculative_decode(decoder, *drafter, prompt, options, {a.block, a.allow_inexact, a.adaptive},
                               comparing ? progress("speculative", a.max_tokens) : printer(true));
     if (!comparing) finish();
     else if (isatty(2)) fmt::print(stderr, "\r\033[K");
     fmt::print("[{} speculative: {}, block {}] {}; {} rounds, {:.2f} tokens/round, acceptance {:.3f} ({} of {} drafts); "
                "stopped: {}\n",
-               label, drafter->name(), a.block, speed_line(*spec), spec->rounds, spec->tokens_per_round(),
+               label, drafter->name(), fmt::format("{}{}", a.adaptive ? "up to " : "", a.block), speed_line(*spec), spec->rounds, spec->tokens_per_round(),
                spec->acceptance(), spec->accepted, spec->drafted, to_string(spec->stop));
   }
   nlohmann::json compare;
@@ -252,7 +256,7 @@ void run(const Args& a) {
     j.update(speeds(main));
     if (tokenizer) j["text"] = tokenizer->decode(main.tokens, true);
     if (spec) {
-      j["speculative"] = {{"drafter", drafter->name()}, {"block", a.block}, {"rounds", spec->rounds},
+      j["speculative"] = {{"drafter", drafter->name()}, {"block", a.block}, {"adaptive", a.adaptive}, {"rounds", spec->rounds},
                           {"drafted", spec->drafted}, {"accepted", spec->accepted},
                           {"tokens_per_round", spec->tokens_per_round()}, {"acceptance", spec->acceptance()},
                           {"inexact", inexact}};
@@ -304,6 +308,9 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   auto* block = add_integer_option(cmd, "--block", a->block,
                                    "speculative block width: the last token and up to BS - 1 drafts (2..64)")
                     ->check(CLI::Range(kMinBlock, kMaxBlock));
+  cmd->add_flag("--adaptive", a->adaptive,
+                "adaptive block width up to --block: one draft more after a fully accepted round, back to just past "
+                "the accepted drafts otherwise (the output is the same at every width)");
   cmd->add_flag("--compare", a->compare,
                 "run classic and speculative decode on the same prompt and compare the output ids byte for byte");
   cmd->add_flag("--allow-inexact", a->allow_inexact,
@@ -320,8 +327,11 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   add_integer_option(cmd, "--replay-seed", a->replay_seed, "benchmark instrument: the seed of the replaced tokens")->group("");
   cmd->callback([a, replay_rate, block, &exit_code] {
     a->replay_rate_given = replay_rate->count() > 0;
-    if (block->count() > 0 && a->draft.empty() && a->lookup == 0 && !a->replay && !a->replay_rate_given)
+    const bool speculative = !a->draft.empty() || a->lookup > 0 || a->replay || a->replay_rate_given;
+    if (block->count() > 0 && !speculative)
       throw std::invalid_argument("--block: only speculative decoding has a block width (add --draft DIR or --lookup N)");
+    if (a->adaptive && !speculative)
+      throw std::invalid_argument("--adaptive: only speculative decoding has a block width (add --draft DIR or --lookup N)");
     run(*a);
     exit_code = 0;
   });

@@ -98,8 +98,14 @@ class ReplayDrafter final : public Drafter {
 };
 
 struct SpeculativeOptions {
-  std::int64_t block = 4;      // bs, in [kMinBlock, kMaxBlock]
+  std::int64_t block = 4;      // bs, in [kMinBlock, kMaxBlock]; with adaptive, the largest width
   bool allow_inexact = false;  // run even where speculation_allowed(family) is false
+  // An adaptive width: the first round verifies `block` tokens, each later one the previous
+  // round's accepted drafts + 2, within [kMinBlock, block]: one draft more after a round whose
+  // drafts were all accepted, back to just past the accepted prefix otherwise. The width follows
+  // from what was accepted alone, and a width-invariant family gives the same bytes at every
+  // width, so the output is classic decode's still.
+  bool adaptive = false;
 };
 
 struct SpeculativeResult : GreedyResult {

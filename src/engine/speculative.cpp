@@ -73,11 +73,12 @@ SpeculativeResult speculative_decode(Decoder& target, Drafter& drafter, std::spa
   r.prefill_seconds = seconds(start, first);
   drafter.begin(prompt);
   emit(first_token);
+  std::int64_t width = speculative.block;
   while (!stopped) {
     // The verify runs the last token at position sequence.size() - 1 and the drafts after it, all
     // inside the context; drafts past the token limit could never be emitted.
     const std::int64_t position = std::int64_t(sequence.size()) - 1;
-    const std::int64_t room = std::min({speculative.block - 1, context - position - 1,
+    const std::int64_t room = std::min({width - 1, context - position - 1,
                                         options.max_tokens - std::int64_t(r.tokens.size()) - 1});
     std::vector<std::int32_t> block{sequence.back()};
     if (room > 0) {
@@ -93,6 +94,7 @@ SpeculativeResult speculative_decode(Decoder& target, Drafter& drafter, std::spa
     std::int64_t matched = 0;
     while (matched < drafted && block[std::size_t(matched) + 1] == argmax[std::size_t(matched)]) ++matched;
     r.accepted += matched;
+    if (speculative.adaptive) width = std::clamp(matched + 2, kMinBlock, speculative.block);
     // argmax[0 .. matched] are the accepted drafts and the target's own next token.
     for (std::int64_t i = 0; i <= matched && !stopped; ++i) emit(argmax[std::size_t(i)]);
     const std::int64_t valid = std::min(target.length(), std::int64_t(sequence.size()) - 1);

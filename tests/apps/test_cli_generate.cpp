@@ -78,6 +78,7 @@ TEST(CliGenerate, RefusesBadInputNamingIt) {
       {"generate" + model + " --prompt hi --backend tpu", "--backend"},
       {"generate" + model + " --prompt-ids 1,2,3,4 --context 4", "no room in the context of 4"},
       {"generate" + model + " --prompt hi --block 4", "--block: only speculative decoding has a block width"},
+      {"generate" + model + " --prompt hi --adaptive", "--adaptive: only speculative decoding has a block width"},
   };
   for (const Case& c : cases) {
     const Outcome o = run_cli(c.args, "", 60);
@@ -117,6 +118,13 @@ TEST(CliGenerate, CompareFindsSpeculativeIdenticalToClassic) {
       EXPECT_LT(j["speculative"]["acceptance"].get<double>(), 1.0);
     }
   }
+  // The adaptive width: the gate probes every width up to --block, the output is still classic's.
+  const Outcome adaptive = run_cli("generate --model " + m.dir.quoted() +
+                                       " --prompt hello --max-tokens 24 --lookup 3 --block 6 --adaptive --compare",
+                                   "", 120);
+  EXPECT_EQ(adaptive.exit_code, 0) << adaptive.output;
+  EXPECT_TRUE(contains(adaptive.output, "block up to 6")) << adaptive.output;
+  EXPECT_TRUE(contains(adaptive.output, "compare: identical yes")) << adaptive.output;
   // Without --compare the speculative run alone prints its line.
   const Outcome alone = run_cli("generate --model " + m.dir.quoted() + " --prompt hello --max-tokens 6 --lookup 3", "", 120);
   EXPECT_EQ(alone.exit_code, 0) << alone.output;

@@ -130,6 +130,54 @@ TEST(Speculative, OtherDraftModelLookupAndReplayEqualClassicWithRejections) {
   EXPECT_LT(accepted, drafted) << "some drafts rejected";
 }
 
+// The adaptive width: its rounds differ from the fixed width's (the mechanism is on), and the
+// output is still classic's, with each exact family and every drafter. The negative control, in
+// the same test: wide, allowed to run adaptively, leaves classic's output on some prompt.
+TEST(Speculative, AdaptiveWidthChangesTheRoundsNotTheOutput) {
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  std::int64_t rounds_differ = 0;
+  const std::vector<DecoderCase> cases = {{"llama"}, {"qwen3", DType::f32}, {"gemma3_text", DType::bf16, false, true, 7}};
+  for (const DecoderCase& c : cases) {
+    SCOPED_TRACE(c.name());
+    Pair p(c, rng);
+    const std::int64_t vocab = p.target_ck->config().vocab_size;
+    const KernelFamily family = kExactFamilies[std::size_t(&c - cases.data())];
+    SCOPED_TRACE(std::string(to_string(family)));
+    Decoder target(*p.backend, *p.target_ck, {family, 128}), draft(*p.backend, *p.draft_ck, {family, 128});
+    DraftModelDrafter other(draft, target);
+    PromptLookupDrafter lookup(3);
+    auto prompt = random_tokens(6, vocab, rng);
+    prompt.insert(prompt.end(), prompt.begin(), prompt.end());
+    const GreedyResult classic = greedy_decode(target, prompt, limit(40));
+    ReplayDrafter replay(classic.tokens, 0.3, seed, vocab);
+    for (std::int64_t bs : {3, 8})
+      for (Drafter* d : std::initializer_list<Drafter*>{&other, &lookup, &replay}) {
+        const SpeculativeResult fixed = speculate(target, *d, prompt, limit(40), block(bs));
+        const SpeculativeResult adaptive = speculate(target, *d, prompt, limit(40), {bs, false, true});
+        expect_same(classic, adaptive, d->name() + ", adaptive up to " + std::to_string(bs));
+        rounds_differ += adaptive.rounds != fixed.rounds;
+      }
+  }
+  EXPECT_GT(rounds_differ, 0) << "the adaptive width never changed a round";
+
+  std::mt19937_64 control(kWideControlSeed);
+  TempDir dir;
+  const Checkpoint ck = write_decoder_case({"llama"}, dir.path, control);
+  auto backend = make_cpu_backend();
+  Decoder wide(*backend, ck, {KernelFamily::wide, 256});
+  int attempts = 0;
+  bool diverged = false;
+  for (; attempts < kWideControlPrompts && !diverged; ++attempts) {
+    const auto prompt = random_tokens(4 + control() % 40, ck.config().vocab_size, control);
+    const GreedyResult classic = greedy_decode(wide, prompt, limit(160));
+    ReplayDrafter replay(classic.tokens, 0.0, 0, ck.config().vocab_size);
+    diverged = speculative_decode(wide, replay, prompt, limit(160), {8, true, true}).tokens != classic.tokens;
+  }
+  EXPECT_TRUE(diverged) << "wide's adaptive verify never changed a token in " << attempts << " prompts";
+}
+
 // The draft model's own cache after partial acceptances and rollbacks: each proposal is the greedy
 // continuation a fresh decoder computes from the whole sequence (wrong state would only lower the
 // acceptance, which output equality cannot see).

@@ -45,7 +45,7 @@ int run_pair_demo(Backend& backend, const std::string& models_dir, std::vector<s
   options.max_tokens = kPairDemoTokens;
   options.stop_ids = tokenizer.eos_ids();
   int worst = 0;
-  std::int64_t drafted = 0, accepted = 0, rounds = 0, produced = 0;
+  std::int64_t drafted = 0, accepted = 0, rounds = 0;
   double classic_seconds = 0, speculative_seconds = 0;
   std::int64_t classic_tokens = 0, speculative_tokens = 0;
   bool all_identical = true;
@@ -67,7 +67,6 @@ int run_pair_demo(Backend& backend, const std::string& models_dir, std::vector<s
     drafted += s.drafted;
     accepted += s.accepted;
     rounds += s.rounds;
-    produced += std::int64_t(s.tokens.size()) - 1;
     classic_seconds += classic.decode_seconds;
     speculative_seconds += s.decode_seconds;
     classic_tokens += std::int64_t(classic.tokens.size()) - 1;
@@ -80,7 +79,7 @@ int run_pair_demo(Backend& backend, const std::string& models_dir, std::vector<s
       "{} trained pair, {} prompts: speculative output byte-identical to classic: {}; acceptance {:.3f}, "
       "{:.2f} tokens/round; classic {:.1f} tok/s, speculative {:.1f} tok/s, speed-up {:.2f}x",
       backend.name(), std::size(kPrompts), all_identical ? "yes" : "NO",
-      drafted > 0 ? double(accepted) / double(drafted) : 0.0, rounds > 0 ? double(produced) / double(rounds) : 0.0,
+      drafted > 0 ? double(accepted) / double(drafted) : 0.0, rounds > 0 ? double(speculative_tokens) / double(rounds) : 0.0,
       classic_rate, speculative_rate, classic_rate > 0 ? speculative_rate / classic_rate : 0.0);
   fmt::print("{}\n\n", line);
   summaries.push_back(line);

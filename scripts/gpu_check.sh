@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # The GPU check, for a machine with an NVIDIA Hopper GPU: every CUDA test, compute-sanitizer
-# (memcheck and racecheck) on the kernels' tests, parity of every kernel against the CPU mirror on
-# several formats, the benchmark on every preset, and the PyTorch anchors of the same shapes.
+# (memcheck and racecheck) on the kernels' and the decoder ops' tests, parity of every kernel against
+# the CPU mirror on several formats, the exactness probe and speculative decoding against classic
+# decode on the trained pair's target, the benchmark on every preset, and the PyTorch anchors of the
+# same shapes.
 #
 #   scripts/gpu_check.sh OUTDIR
 #
 # Builds into build/ first unless EXACTQ and EXACTQ_CUDA_TESTS name binaries already built.
 # Logs, JSON, markdown and SVG go to OUTDIR; the last lines printed are a summary table. The
 # exit status is 0 only if every check passed (the benchmark and the anchors are measurements:
-# they fail the check only if they cannot run). SKIP_BENCH=1 stops after the checks.
+# they fail the check only if they cannot run). SKIP_BENCH=1 stops after the checks; SCALE=full
+# runs the speculative check at the issue's size; SANITIZER_TIMEOUT=S bounds each sanitizer run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/gpu_check.sh OUTDIR}
@@ -36,12 +39,12 @@ record "CUDA tests" "$([[ $rc == 0 ]] && echo ok || echo FAILED)" \
 # The kernels' and the decoder ops' tests under the sanitizers (each test's problems are sized for a full GPU, so the
 # slower ones are left to the plain run above).
 kernel_tests='CudaQmv.EqualsCpuMirrorForEveryFormat:CudaQmv.RejectsBadArguments:CudaQmvMma.AccuracyAgainstFloat64AndCpuReference:CudaQmvMma.RejectsWhatItDoesNotServe:CudaQmvMma.FragmentLayoutGivesTheMlxLayoutsBytes:CudaQmvMma.OddGroupCountAtEightBitsGroup128'
-kernel_tests+=':CudaDecoderOps.EveryOpGivesTheCpuBytes'
+kernel_tests+=':CudaDecoderOps.EveryOpGivesTheCpuBytes:CudaDecoderOps.AttentionSplitOverChunksGivesTheCpuBytes'
 for tool in memcheck racecheck; do
   filter=$kernel_tests
   # memcheck also runs one whole forward (racecheck is too slow for it: it tracks every shared access).
   [[ $tool == memcheck ]] && filter+=':CudaQmv.OverlappedChainedLaunchesEqualCpuMirror:All/CudaDecoder.LogitsEqualTheCpuAndBlocksEqualSteps/gemma3_text_bf16_window7'
-  compute-sanitizer --tool "$tool" --error-exitcode 9 "$EXACTQ_CUDA_TESTS" --gtest_filter="$filter" \
+  timeout "${SANITIZER_TIMEOUT:-1800}" compute-sanitizer --tool "$tool" --error-exitcode 9 "$EXACTQ_CUDA_TESTS" --gtest_filter="$filter" \
     >"$out/sanitizer_$tool.log" 2>&1
   rc=$?
   record "compute-sanitizer $tool" "$([[ $rc == 0 ]] && echo ok || echo FAILED)" \
@@ -68,6 +71,65 @@ parity mma_mlx_layout --kernels qmv,qmv_mma --mma-layout mlx --n 4096 --k 3840 -
 parity several_trips --kernels qmv,qmv_streamed,qmv_wide --n 11651 --k 4416 --bits 4 --group 64 --dtype bf16 --m-max 6
 parity overlapped --kernels qmv,qmv_streamed,qmv_wide --n 1031 --k 8192 --bits 4 --group 64 --dtype bf16 --m-max 24 \
   --overlap-launch
+
+# The engine on the GPU, on the trained pair's target (a real model, so real near-ties).
+# The exactness probe: every verify width equals its chain of decode steps with exact; wide must
+# diverge (the negative control).
+model=${PAIR_TARGET:-models/pycode-target}
+for kernels in exact wide; do
+  "$EXACTQ" probe --model "$model" --backend cuda --block 2-16 --draws 3 --kernels $kernels \
+    --json "$out/probe_$kernels.json" >"$out/probe_$kernels.log" 2>&1
+  rc=$?
+  want=$([[ $kernels == exact ]] && echo 0 || echo 1)
+  record "probe $kernels (CUDA)" "$([[ $rc == "$want" ]] && echo ok || echo FAILED)" "$(tail -1 "$out/probe_$kernels.log" | cut -c1-100)"
+done
+# Speculative decoding against classic decode: every width-invariant arm byte-identical on prompts
+# of mixed lengths (some past 1,000 tokens), at every block width 2..16, with the replay drafter
+# (rejections and rollbacks) and with the model drafting for itself (every draft must be accepted);
+# wide must differ on some prompt (the control). SCALE=full runs 64 prompts of 256 tokens in three
+# processes, a third of the widths each (several minutes); the default is 8 prompts of 64 tokens.
+if [[ ${SCALE:-small} == full ]]; then
+  prompts=64 tokens=256 self_prompts=8 groups=(2,5,8,11,14 3,6,9,12,15 4,7,10,13,16)
+else
+  prompts=8 tokens=64 self_prompts=4 groups=(2-16)
+fi
+pids=()
+for g in "${groups[@]}"; do
+  "$EXACTQ" bench-spec --model "$model" --backend cuda --prompts $prompts --prompt-length 8-1200 --tokens $tokens \
+    --block "$g" --acceptance 0.7 --arms classic-exact,classic-mma,spec-narrow,spec-exact,spec-mma,spec-wide \
+    --json "$out/spec_${g//[,-]/_}.json" >"$out/spec_${g//[,-]/_}.log" 2>&1 &
+  pids+=($!)
+done
+"$EXACTQ" bench-spec --model "$model" --draft "$model" --backend cuda --prompts $self_prompts --prompt-length 8-1200 \
+  --tokens $tokens --block 2-16 --acceptance 1 --arms classic-exact,classic-mma \
+  --json "$out/spec_self.json" >"$out/spec_self.log" 2>&1 &
+pids+=($!)
+for p in "${pids[@]}"; do wait "$p"; done
+verdict=$(python3 - "$out"/spec_*.json <<'PY'
+import json, sys
+runs, exact_bad, wide_diff, wide_runs, self_bad, rows = 0, [], 0, 0, [], 0
+for path in sys.argv[1:]:
+    j = json.load(open(path))
+    for a in j["arms"]:
+        if a["arm"] == "spec-wide":
+            wide_runs += a["runs"]
+            wide_diff += a["differing_runs"]
+        elif a["checked"]:
+            runs += a["runs"]
+            if not a["identical"]:
+                exact_bad.append(f"{a['arm']}: {a['first_difference']}")
+    for r in j["rows"]:
+        if r["kind"] == "draft":
+            rows += 1
+            if r["accepted"] != r["drafted"]:
+                self_bad.append(f"{r['arm']} block {r['block']}: {r['accepted']}/{r['drafted']}")
+ok = not exact_bad and not self_bad and wide_diff > 0 and rows > 0
+print(("ok" if ok else "FAILED") + f" width-invariant arms identical in {runs} runs"
+      + (f", differing: {exact_bad[:3]}" if exact_bad else "")
+      + f"; self-drafting all accepted in {rows - len(self_bad)}/{rows} rows; wide differs in {wide_diff}/{wide_runs} runs")
+PY
+) || verdict="FAILED a run wrote no readable JSON (see spec_*.log)"
+record "speculative == classic (CUDA)" "${verdict%% *}" "${verdict#* }"
 
 if [[ ${SKIP_BENCH:-0} != 1 ]]; then
   "$EXACTQ" bench --backend cuda --shapes gemma12b,llama3-8b,qwen27b,big --m "${BENCH_M:-1,2,3,4,8,16}" \

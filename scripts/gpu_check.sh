@@ -11,7 +11,8 @@
 # Logs, JSON, markdown and SVG go to OUTDIR; the last lines printed are a summary table. The
 # exit status is 0 only if every check passed (the benchmark and the anchors are measurements:
 # they fail the check only if they cannot run). SKIP_BENCH=1 stops after the checks; SCALE=full
-# runs the speculative check at the issue's size; SANITIZER_TIMEOUT=S bounds each sanitizer run.
+# runs the speculative check at the issue's size and ONLY_SPEC=1 runs that check alone;
+# SANITIZER_TIMEOUT=S bounds each sanitizer run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/gpu_check.sh OUTDIR}
@@ -31,46 +32,48 @@ record() {  # record NAME STATUS DETAIL
 
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 
-"$EXACTQ_CUDA_TESTS" >"$out/cuda_tests.log" 2>&1
-rc=$?
-record "CUDA tests" "$([[ $rc == 0 ]] && echo ok || echo FAILED)" \
-  "$(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$out/cuda_tests.log" | tr -s ' ' | tr '\n' ' ')"
-
-# The kernels' and the decoder ops' tests under the sanitizers (each test's problems are sized for a full GPU, so the
-# slower ones are left to the plain run above).
-kernel_tests='CudaQmv.EqualsCpuMirrorForEveryFormat:CudaQmv.RejectsBadArguments:CudaQmvMma.AccuracyAgainstFloat64AndCpuReference:CudaQmvMma.RejectsWhatItDoesNotServe:CudaQmvMma.FragmentLayoutGivesTheMlxLayoutsBytes:CudaQmvMma.OddGroupCountAtEightBitsGroup128'
-kernel_tests+=':CudaDecoderOps.EveryOpGivesTheCpuBytes:CudaDecoderOps.AttentionSplitOverChunksGivesTheCpuBytes'
-for tool in memcheck racecheck; do
-  filter=$kernel_tests
-  # memcheck also runs one whole forward (racecheck is too slow for it: it tracks every shared access).
-  [[ $tool == memcheck ]] && filter+=':CudaQmv.OverlappedChainedLaunchesEqualCpuMirror:All/CudaDecoder.LogitsEqualTheCpuAndBlocksEqualSteps/gemma3_text_bf16_window7'
-  timeout "${SANITIZER_TIMEOUT:-1800}" compute-sanitizer --tool "$tool" --error-exitcode 9 "$EXACTQ_CUDA_TESTS" --gtest_filter="$filter" \
-    >"$out/sanitizer_$tool.log" 2>&1
+if [[ ${ONLY_SPEC:-0} != 1 ]]; then
+  "$EXACTQ_CUDA_TESTS" >"$out/cuda_tests.log" 2>&1
   rc=$?
-  record "compute-sanitizer $tool" "$([[ $rc == 0 ]] && echo ok || echo FAILED)" \
-    "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer_$tool.log" | tail -1)"
-done
+  record "CUDA tests" "$([[ $rc == 0 ]] && echo ok || echo FAILED)" \
+    "$(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$out/cuda_tests.log" | tr -s ' ' | tr '\n' ' ')"
 
-# Parity: every kernel as blocks of M = 1..64 and as single-vector chains, every byte against the
-# CPU mirror (qmv_mma's CPU side is a reference: within 4 output ulps).
-parity() {  # parity NAME ARGS...
-  local name=$1
-  shift
-  "$EXACTQ" parity --backend cuda --against cpu --seeds 1 "$@" --json "$out/parity_$name.json" >"$out/parity_$name.log" 2>&1
-  local rc=$?
-  record "parity $name" "$([[ $rc == 0 ]] && echo ok || echo FAILED)" "$(tail -1 "$out/parity_$name.log" | cut -c1-110)"
-}
-all=qmv,qmv_streamed,qmv_wide,qmv_mma
-parity 4b_g64_bf16 --kernels $all --n 4096 --k 3840 --bits 4 --group 64 --dtype bf16 --m-max 64
-parity 8b_g128_f16 --kernels $all --n 1031 --k 4096 --bits 8 --group 128 --dtype f16 --m-max 64
-parity 4b_g32_f16 --kernels $all --n 517 --k 8192 --bits 4 --group 32 --dtype f16 --m-max 64
-parity 3b_g64_bf16 --kernels $all --n 2048 --k 3840 --bits 3 --group 64 --dtype bf16 --m-max 24
-parity 6b_g64_bf16 --kernels $all --n 2048 --k 3840 --bits 6 --group 64 --dtype bf16 --m-max 24
-parity 8b_g64_f32 --kernels qmv,qmv_streamed,qmv_wide --n 5120 --k 5120 --bits 8 --group 64 --dtype f32 --m-max 16
-parity mma_mlx_layout --kernels qmv,qmv_mma --mma-layout mlx --n 4096 --k 3840 --bits 4 --group 64 --dtype bf16 --m-max 64
-parity several_trips --kernels qmv,qmv_streamed,qmv_wide --n 11651 --k 4416 --bits 4 --group 64 --dtype bf16 --m-max 6
-parity overlapped --kernels qmv,qmv_streamed,qmv_wide --n 1031 --k 8192 --bits 4 --group 64 --dtype bf16 --m-max 24 \
-  --overlap-launch
+  # The kernels' and the decoder ops' tests under the sanitizers (each test's problems are sized for a full GPU, so the
+  # slower ones are left to the plain run above).
+  kernel_tests='CudaQmv.EqualsCpuMirrorForEveryFormat:CudaQmv.RejectsBadArguments:CudaQmvMma.AccuracyAgainstFloat64AndCpuReference:CudaQmvMma.RejectsWhatItDoesNotServe:CudaQmvMma.FragmentLayoutGivesTheMlxLayoutsBytes:CudaQmvMma.OddGroupCountAtEightBitsGroup128'
+  kernel_tests+=':CudaDecoderOps.EveryOpGivesTheCpuBytes:CudaDecoderOps.AttentionSplitOverChunksGivesTheCpuBytes'
+  for tool in memcheck racecheck; do
+    filter=$kernel_tests
+    # memcheck also runs one whole forward (racecheck is too slow for it: it tracks every shared access).
+    [[ $tool == memcheck ]] && filter+=':CudaQmv.OverlappedChainedLaunchesEqualCpuMirror:All/CudaDecoder.LogitsEqualTheCpuAndBlocksEqualSteps/gemma3_text_bf16_window7'
+    timeout "${SANITIZER_TIMEOUT:-1800}" compute-sanitizer --tool "$tool" --error-exitcode 9 "$EXACTQ_CUDA_TESTS" --gtest_filter="$filter" \
+      >"$out/sanitizer_$tool.log" 2>&1
+    rc=$?
+    record "compute-sanitizer $tool" "$([[ $rc == 0 ]] && echo ok || echo FAILED)" \
+      "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer_$tool.log" | tail -1)"
+  done
+
+  # Parity: every kernel as blocks of M = 1..64 and as single-vector chains, every byte against the
+  # CPU mirror (qmv_mma's CPU side is a reference: within 4 output ulps).
+  parity() {  # parity NAME ARGS...
+    local name=$1
+    shift
+    "$EXACTQ" parity --backend cuda --against cpu --seeds 1 "$@" --json "$out/parity_$name.json" >"$out/parity_$name.log" 2>&1
+    local rc=$?
+    record "parity $name" "$([[ $rc == 0 ]] && echo ok || echo FAILED)" "$(tail -1 "$out/parity_$name.log" | cut -c1-110)"
+  }
+  all=qmv,qmv_streamed,qmv_wide,qmv_mma
+  parity 4b_g64_bf16 --kernels $all --n 4096 --k 3840 --bits 4 --group 64 --dtype bf16 --m-max 64
+  parity 8b_g128_f16 --kernels $all --n 1031 --k 4096 --bits 8 --group 128 --dtype f16 --m-max 64
+  parity 4b_g32_f16 --kernels $all --n 517 --k 8192 --bits 4 --group 32 --dtype f16 --m-max 64
+  parity 3b_g64_bf16 --kernels $all --n 2048 --k 3840 --bits 3 --group 64 --dtype bf16 --m-max 24
+  parity 6b_g64_bf16 --kernels $all --n 2048 --k 3840 --bits 6 --group 64 --dtype bf16 --m-max 24
+  parity 8b_g64_f32 --kernels qmv,qmv_streamed,qmv_wide --n 5120 --k 5120 --bits 8 --group 64 --dtype f32 --m-max 16
+  parity mma_mlx_layout --kernels qmv,qmv_mma --mma-layout mlx --n 4096 --k 3840 --bits 4 --group 64 --dtype bf16 --m-max 64
+  parity several_trips --kernels qmv,qmv_streamed,qmv_wide --n 11651 --k 4416 --bits 4 --group 64 --dtype bf16 --m-max 6
+  parity overlapped --kernels qmv,qmv_streamed,qmv_wide --n 1031 --k 8192 --bits 4 --group 64 --dtype bf16 --m-max 24 \
+    --overlap-launch
+fi
 
 # The engine on the GPU, on the trained pair's target (a real model, so real near-ties).
 # The exactness probe: every verify width equals its chain of decode steps with exact; wide must
@@ -86,22 +89,24 @@ done
 # Speculative decoding against classic decode: every width-invariant arm byte-identical on prompts
 # of mixed lengths (some past 1,000 tokens), at every block width 2..16, with the replay drafter
 # (rejections and rollbacks) and with the model drafting for itself (every draft must be accepted);
-# wide must differ on some prompt (the control). SCALE=full runs 64 prompts of 256 tokens in three
-# processes, a third of the widths each (several minutes); the default is 8 prompts of 64 tokens.
+# wide must differ on some prompt (the control). SCALE=full is the issue's size: 64 prompts of 256
+# tokens (8 processes of 8 prompts, seeds 1..8, each with its own classic references), the model
+# drafting for itself on 8 more; it takes several minutes, so run it in a call of its own with
+# ONLY_SPEC=1 (which skips everything above). The default is 8 prompts of 64 tokens.
 if [[ ${SCALE:-small} == full ]]; then
-  prompts=64 tokens=256 self_prompts=8 groups=(2,5,8,11,14 3,6,9,12,15 4,7,10,13,16)
+  tokens=256 seeds=(1 2 3 4 5 6 7 8) self_prompts=8
 else
-  prompts=8 tokens=64 self_prompts=4 groups=(2-16)
+  tokens=64 seeds=(1) self_prompts=4
 fi
 pids=()
-for g in "${groups[@]}"; do
-  "$EXACTQ" bench-spec --model "$model" --backend cuda --prompts $prompts --prompt-length 8-1200 --tokens $tokens \
-    --block "$g" --acceptance 0.7 --arms classic-exact,classic-mma,spec-narrow,spec-exact,spec-mma,spec-wide \
-    --json "$out/spec_${g//[,-]/_}.json" >"$out/spec_${g//[,-]/_}.log" 2>&1 &
+for seed in "${seeds[@]}"; do
+  "$EXACTQ" bench-spec --model "$model" --backend cuda --prompts 8 --seed "$seed" --prompt-length 8-1200 --tokens $tokens \
+    --block 2-16 --acceptance 0.7 --arms classic-exact,classic-mma,spec-narrow,spec-exact,spec-mma,spec-wide \
+    --json "$out/spec_seed$seed.json" >"$out/spec_seed$seed.log" 2>&1 &
   pids+=($!)
 done
-"$EXACTQ" bench-spec --model "$model" --draft "$model" --backend cuda --prompts $self_prompts --prompt-length 8-1200 \
-  --tokens $tokens --block 2-16 --acceptance 1 --arms classic-exact,classic-mma \
+"$EXACTQ" bench-spec --model "$model" --draft "$model" --backend cuda --prompts $self_prompts --seed 101 \
+  --prompt-length 8-1200 --tokens $tokens --block 2-16 --acceptance 1 --arms classic-exact,classic-mma \
   --json "$out/spec_self.json" >"$out/spec_self.log" 2>&1 &
 pids+=($!)
 for p in "${pids[@]}"; do wait "$p"; done
@@ -131,7 +136,7 @@ PY
 ) || verdict="FAILED a run wrote no readable JSON (see spec_*.log)"
 record "speculative == classic (CUDA)" "${verdict%% *}" "${verdict#* }"
 
-if [[ ${SKIP_BENCH:-0} != 1 ]]; then
+if [[ ${SKIP_BENCH:-0} != 1 && ${ONLY_SPEC:-0} != 1 ]]; then
   "$EXACTQ" bench --backend cuda --shapes gemma12b,llama3-8b,qwen27b,big --m "${BENCH_M:-1,2,3,4,8,16}" \
     --kernels $all --bits 4 --group 64 --dtype bf16 --repeats 20 \
     --json "$out/bench.json" --markdown "$out/bench.md" --plot "$out/bench.svg" >"$out/bench.log" 2>&1

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/cli_runner.h"
+#include "exactq/tokenizer.h"
 
 namespace exactq::test {
 namespace {
@@ -116,6 +117,70 @@ TEST(CliBenchSpec, MixedPromptLengthsUpToBlock16EveryExactArmIdentical) {
     } else if (arm["checked"].get<bool>()) {
       EXPECT_EQ(arm["differing_runs"].get<std::int64_t>(), 0) << name;
     }
+  }
+}
+
+
+// Real prompts with a real draft model: the shipped pair, two code prompts from a --prompt-file
+// (one a bare string, one an object), encoded with the target's tokenizer.json exactly as the
+// tokenizer encodes them, the draft arms byte-identical to classic decode. Bad prompt files and a
+// model without a tokenizer are refused with exit 2, naming the file, the prompt or the option.
+TEST(CliBenchSpec, PromptFileWithTheTrainedPair) {
+  const std::string models = EXACTQ_SOURCE_DIR "/models";
+  const std::string texts[] = {"import os\nimport sys\n\n\ndef main(argv", "    def __repr__(self):\n        return"};
+  TempFile prompts("exactq-bench-spec-prompts"), json("exactq-bench-spec-pair");
+  std::ofstream(prompts.path) << nlohmann::json({{"prompts", {texts[0], {{"text", texts[1]}, {"path", "x.py"}}}}}).dump();
+  const Outcome o = run_cli("bench-spec --model " + models + "/pycode-target --draft " + models +
+                                "/pycode-draft --backend cpu --arms classic-exact,spec-exact --block 2,4 --acceptance 0.7 "
+                                "--tokens 12 --prompt-file " + prompts.quoted() + " --json " + json.quoted(),
+                            "", 300);
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_TRUE(contains(o.output, "2 prompts from " + prompts.path.string())) << o.output;
+  std::ifstream in(json.path);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_EQ(j["config"]["prompt_file"], prompts.path.string());
+  const Tokenizer tokenizer = Tokenizer::open(models + "/pycode-target");
+  ASSERT_EQ(j["prompt_ids"].size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i)
+    EXPECT_EQ(j["prompt_ids"][i].get<std::vector<std::int32_t>>(), tokenizer.encode(texts[i])) << i;
+  std::size_t draft_rows = 0;
+  for (const auto& r : j["rows"])
+    if (r["kind"] == "draft") {
+      ++draft_rows;
+      EXPECT_TRUE(r["identical"].get<bool>()) << r;
+      EXPECT_GT(r["drafted"].get<std::int64_t>(), 0) << r;
+    }
+  EXPECT_EQ(draft_rows, 4u);  // draft-exact and draft-mma at blocks 2 and 4
+  EXPECT_TRUE(j["identical"].get<bool>());
+
+  TempFile tiny("exactq-bench-spec-untokenized", "");
+  ASSERT_EQ(run_cli("make-model --arch llama --shape tiny --seed 5 --out " + tiny.quoted(), "", 120).exit_code, 0);
+  std::filesystem::remove(tiny.path / "tokenizer.json");
+  TempFile bad_file("exactq-bench-spec-bad");
+  const std::string target = " --model " + models + "/pycode-target";
+  const std::pair<std::string, std::string> bad[] = {
+      {R"({"prompts": ["def f():", 3]})", "prompt 1"},
+      {R"({"prompts": []})", "holds no prompts"},
+      {R"({"text": "x"})", "holds no prompts"},
+      {"{\"prompts\": [\"x\"", "is not JSON"},
+      {R"({"prompts": [{"path": "x.py"}]})", "prompt 0"}};
+  for (const auto& [content, message] : bad) {
+    std::ofstream(bad_file.path, std::ios::trunc) << content;
+    const Outcome b = run_cli("bench-spec" + target + " --backend cpu --prompt-file " + bad_file.quoted(), "", 60);
+    EXPECT_EQ(b.exit_code, 2) << content << "\n" << b.output;
+    EXPECT_TRUE(contains(b.output, message)) << content << "\n" << b.output;
+  }
+  std::ofstream(bad_file.path, std::ios::trunc) << R"({"prompts": ["x"]})";
+  const std::pair<std::string, std::string> refused[] = {
+      {" --model " + tiny.quoted() + " --prompt-file " + bad_file.quoted(), "tokenizer.json"},
+      {target + " --prompt-file /nonexistent/prompts.json", "/nonexistent/prompts.json"},
+      {target + " --prompt-file " + bad_file.quoted() + " --prompt-length 5", "--prompt-length"},
+      {target + " --prompt-file " + bad_file.quoted() + " --prompts 3", "--prompts"}};
+  for (const auto& [args, message] : refused) {
+    const Outcome b = run_cli("bench-spec --backend cpu" + args, "", 60);
+    EXPECT_EQ(b.exit_code, 2) << args << "\n" << b.output;
+    EXPECT_TRUE(contains(b.output, message)) << args << "\n" << b.output;
   }
 }
 

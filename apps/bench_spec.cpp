@@ -335,13 +335,29 @@ int run(const Args& a) {
   const bool wide_needed = std::any_of(arms.begin(), arms.end(), [](const Arm& x) { return x.family == KernelFamily::wide; });
   total += P * (1 + std::size_t(mma_needed) + std::size_t(wide_needed));
   const bool tty = isatty(2) != 0;
+  // Identity as it is found, so that a long run stopped early still says what it checked.
+  std::int64_t checked_runs = 0, checked_differing = 0, inexact_differing = 0;
   auto progress = [&](const std::string& what) {
     ++done;
+    const std::string tally = fmt::format("(checked runs {}, differing {}; inexact differing {})", checked_runs,
+                                          checked_differing, inexact_differing);
     if (tty)
-      fmt::print(stderr, "\r[{}/{}] {:<60}", done, total, what);
+      fmt::print(stderr, "\r[{}/{}] {:<50} {}", done, total, what, tally);
     else if (done == total || done % P == 0)
-      fmt::print(stderr, "bench-spec: [{}/{}] {}\n", done, total, what);
+      fmt::print(stderr, "bench-spec: [{}/{}] {} {}\n", done, total, what, tally);
     std::fflush(stderr);
+  };
+  auto check = [&](const Arm& arm, const GreedyResult& r, const GreedyResult& ref, const std::string& what) {
+    const std::int64_t at = first_difference(r, ref);
+    if (!arm.checked()) {
+      inexact_differing += at >= 0;
+      return;
+    }
+    ++checked_runs;
+    if (at < 0) return;
+    ++checked_differing;
+    fmt::print(stderr, "{}bench-spec: DIFFERS: {} leaves {}'s output at position {}\n", tty ? "\n" : "", what,
+               reference_name(arm), at);
   };
 
   fmt::print("exactq bench-spec {} ({}), {}: {}, {} tokens each, stop ids off\n", a.model, config.model_type,
@@ -411,7 +427,9 @@ int run(const Args& a) {
             add(measured, r, r.rounds, ref[p], exact_ref[p]);
             measured.drafted += r.drafted;
             measured.accepted += r.accepted;
-            progress(fmt::format("{} block {} prompt {}", arm.name, b, p + 1));
+            const std::string what = fmt::format("{} block {} prompt {}", arm.name, b, p + 1);
+            check(arm, r, ref[p], what);
+            progress(what);
           }
           for (double acc : accs) {
             Row& r = row_for(arm, b, acc);
@@ -429,7 +447,9 @@ int run(const Args& a) {
             add(row, r, r.rounds, ref[p], exact_ref[p]);
             row.drafted += r.drafted;
             row.accepted += r.accepted;
-            progress(fmt::format("{} block {} acceptance {} prompt {}", arm.name, b, format_acceptance(acc), p + 1));
+            const std::string what = fmt::format("{} block {} acceptance {} prompt {}", arm.name, b, format_acceptance(acc), p + 1);
+            check(arm, r, ref[p], what);
+            progress(what);
           }
         }
       }

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <algorithm>
 #include <fstream>
+#include <regex>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -103,6 +104,14 @@ TEST(CliBenchSpec, MixedPromptLengthsUpToBlock16EveryExactArmIdentical) {
                                 sizes + " --acceptance 0.7 --prompt-length 3-150 --tokens 40 --seed 3 --json " + json.quoted(),
                             "", 600);
   ASSERT_EQ(o.exit_code, 0) << o.output;
+  // The running tally on the progress lines: every checked run so far identical, wide's
+  // differences counted apart.
+  const std::regex tally(R"(\(checked runs (\d+), differing (\d+); inexact differing (\d+)\))");
+  std::smatch last;
+  for (auto it = std::sregex_iterator(o.output.begin(), o.output.end(), tally); it != std::sregex_iterator(); ++it)
+    last = *it;
+  ASSERT_FALSE(last.empty()) << o.output;
+  EXPECT_FALSE(contains(o.output, "DIFFERS:")) << o.output;
   std::ifstream in(json.path);
   const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
   ASSERT_FALSE(j.is_discarded());
@@ -110,10 +119,14 @@ TEST(CliBenchSpec, MixedPromptLengthsUpToBlock16EveryExactArmIdentical) {
   ASSERT_EQ(lengths.size(), kSanitized ? 4u : 6u);
   EXPECT_TRUE(std::all_of(lengths.begin(), lengths.end(), [](std::int64_t n) { return n >= 3 && n <= 150; }));
   EXPECT_NE(*std::min_element(lengths.begin(), lengths.end()), *std::max_element(lengths.begin(), lengths.end()));
+  const std::int64_t widths = kSanitized ? 3 : 6;
+  EXPECT_EQ(std::stoll(last[1].str()), 3 * widths * std::int64_t(lengths.size())) << "exact, mma and narrow, every run";
+  EXPECT_EQ(std::stoll(last[2].str()), 0);
   for (const auto& arm : j["arms"]) {
     const std::string name = arm["arm"];
     if (name == "spec-wide") {
       EXPECT_GT(arm["differing_runs"].get<std::int64_t>(), 0) << "the negative control";
+      EXPECT_EQ(std::stoll(last[3].str()), arm["differing_runs"].get<std::int64_t>()) << "the tally counts wide apart";
     } else if (arm["checked"].get<bool>()) {
       EXPECT_EQ(arm["differing_runs"].get<std::int64_t>(), 0) << name;
     }

@@ -89,10 +89,11 @@ done
 # Speculative decoding against classic decode: every width-invariant arm byte-identical on prompts
 # of mixed lengths (some past 1,000 tokens), at every block width 2..16, with the replay drafter
 # (rejections and rollbacks) and with the model drafting for itself (every draft must be accepted);
-# wide must differ on some prompt (the control). SCALE=full is the issue's size: 64 prompts of 256
-# tokens (8 processes of 8 prompts, seeds 1..8, each with its own classic references), the model
-# drafting for itself on 8 more; it takes several minutes, so run it in a call of its own with
-# ONLY_SPEC=1 (which skips everything above). The default is 8 prompts of 64 tokens.
+# at SCALE=full, wide must differ on some prompt (the control; the probe's wide verdict above is
+# the control of the smaller default). SCALE=full is the issue's size: 64 prompts of 256 tokens
+# (8 processes of 8 prompts, seeds 1..8, each with its own classic references), the model drafting
+# for itself on 8 more; it takes several minutes, so run it in a call of its own with ONLY_SPEC=1
+# (which skips the checks above but the probe). The default is 8 prompts of 64 tokens.
 if [[ ${SCALE:-small} == full ]]; then
   tokens=256 seeds=(1 2 3 4 5 6 7 8) self_prompts=8
 else
@@ -111,7 +112,7 @@ done
 pids+=($!)
 for p in "${pids[@]}"; do wait "$p"; done
 verdict=$(python3 - "$out"/spec_*.json <<'PY'
-import json, sys
+import json, os, sys
 runs, exact_bad, wide_diff, wide_runs, self_bad, rows = 0, [], 0, 0, [], 0
 for path in sys.argv[1:]:
     j = json.load(open(path))
@@ -128,7 +129,10 @@ for path in sys.argv[1:]:
             rows += 1
             if r["accepted"] != r["drafted"]:
                 self_bad.append(f"{r['arm']} block {r['block']}: {r['accepted']}/{r['drafted']}")
-ok = not exact_bad and not self_bad and wide_diff > 0 and rows > 0
+# At the full size wide must differ somewhere (the control); the small run may meet no near tie, and
+# then the probe's wide verdict above is the control of this check.
+full = os.environ.get("SCALE") == "full"
+ok = not exact_bad and not self_bad and rows > 0 and (wide_diff > 0 or not full)
 print(("ok" if ok else "FAILED") + f" width-invariant arms identical in {runs} runs"
       + (f", differing: {exact_bad[:3]}" if exact_bad else "")
       + f"; self-drafting all accepted in {rows - len(self_bad)}/{rows} rows; wide differs in {wide_diff}/{wide_runs} runs")

@@ -289,6 +289,9 @@ int run(const Args& a) {
       throw std::invalid_argument(fmt::format("--block: {} is out of range [{}, {}]", b, kMinBlock, kMaxBlock));
   const std::vector<double> accs = parse_acceptances(a.acceptances);
   const std::vector<Arm> arms = parse_arms(a.arms, !a.draft.empty());
+  // A bad prompt file is refused before the weights are opened.
+  std::vector<std::vector<std::int32_t>> prompts;
+  if (!a.prompt_file.empty()) prompts = prompts_from_file(a.prompt_file, a.model);
   const Checkpoint checkpoint = Checkpoint::open(a.model);
   std::optional<Checkpoint> draft_checkpoint;
   if (!a.draft.empty()) draft_checkpoint = Checkpoint::open(a.draft);
@@ -300,10 +303,8 @@ int run(const Args& a) {
   const auto [shortest, longest] = parse_prompt_length(a.prompt_length);
 
   std::mt19937_64 rng(a.seed);
-  std::vector<std::vector<std::int32_t>> prompts;
   std::string prompt_source;
   if (!a.prompt_file.empty()) {
-    prompts = prompts_from_file(a.prompt_file, a.model);
     for (std::size_t i = 0; i < prompts.size(); ++i)
       for (std::int32_t t : prompts[i])
         if (t < 0 || t >= vocab)
@@ -455,7 +456,7 @@ int run(const Args& a) {
       }
     }
   }
-  if (tty) fmt::print(stderr, "\r{:80}\r", "");
+  if (tty) fmt::print(stderr, "\r\x1b[2K");  // clears the whole progress line
 
   // The table: classic arms once (they do not depend on block or acceptance), draft arms once per block.
   double classic_rate = 0;

@@ -28,7 +28,9 @@ def prompts_from(args, vocab, torch):
         from tokenizers import Tokenizer
 
         with open(args.prompts_json) as f:
-            texts = [p["text"] if isinstance(p, dict) else p for p in json.load(f)["prompts"]]
+            data = json.load(f)
+        entries = data["prompts"] if isinstance(data, dict) else data  # as bench-spec --prompt-file reads it
+        texts = [p["text"] if isinstance(p, dict) else p for p in entries]
         tokenizer = Tokenizer.from_file(os.path.join(args.model, "tokenizer.json"))
         return [tokenizer.encode(t).ids for t in texts]
     gen = torch.Generator().manual_seed(args.seed)
@@ -41,7 +43,8 @@ def main() -> int:
     ap.add_argument("--draft", help="the draft model's directory (default: the model drafts for itself)")
     ap.add_argument("--prompts", type=int, default=3)
     ap.add_argument("--prompt-length", type=int, default=32)
-    ap.add_argument("--prompts-json", help='{"prompts": [{"text": ...}, ...]}, encoded with the model\'s tokenizer.json')
+    ap.add_argument("--prompts-json", help='{"prompts": [text or {"text": ...}, ...]} or a bare array, encoded with '
+                    "the model's tokenizer.json")
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--assistant-tokens", type=int, default=0,
                     help="drafts per round, fixed (default: transformers' own schedule, as a user gets it)")

@@ -31,6 +31,9 @@ def _dequantize(torch, packed, scales, biases, bits, group):
     if bits not in (2, 4, 8):
         _fail(f"bits = {bits} is not supported here (2, 4 or 8)")
     per_word = 32 // bits
+    if packed.shape[-1] * per_word != scales.shape[-1] * group:
+        _fail(f"a tensor of {packed.shape[-1]} words per row and {scales.shape[-1]} groups does not fit "
+              f"{bits} bits, group {group} (per-layer quantization is not supported here)")
     words = packed.view(torch.int32).to(torch.int64)
     shifts = torch.arange(0, 32, bits, device=words.device, dtype=torch.int64)
     q = (words.unsqueeze(-1) >> shifts) & ((1 << bits) - 1)
@@ -55,12 +58,11 @@ def load_state_dict(directory, device="cuda"):
     for f in files:
         raw.update(load_file(f, device=device))
     state = {}
-    for name, tensor in raw.items():
-        if name.endswith(".scales") or name.endswith(".biases"):
-            continue
+    for name in [n for n in raw if not (n.endswith(".scales") or n.endswith(".biases"))]:
+        tensor = raw.pop(name)  # each packed tensor freed once dequantized
         base = name[: -len(".weight")] if name.endswith(".weight") else None
         if base is not None and base + ".scales" in raw:
-            tensor = _dequantize(torch, tensor, raw[base + ".scales"], raw[base + ".biases"], bits, group)
+            tensor = _dequantize(torch, tensor, raw.pop(base + ".scales"), raw.pop(base + ".biases"), bits, group)
         elif tensor.is_floating_point():
             tensor = tensor.to(torch.bfloat16)
         if name.startswith("language_model."):  # Gemma 3's text model inside the multimodal layout

@@ -83,8 +83,11 @@ for kernels in exact wide; do
   "$EXACTQ" probe --model "$model" --backend cuda --block 2-16 --draws 3 --kernels $kernels \
     --json "$out/probe_$kernels.json" >"$out/probe_$kernels.log" 2>&1
   rc=$?
-  want=$([[ $kernels == exact ]] && echo 0 || echo 1)
-  record "probe $kernels (CUDA)" "$([[ $rc == "$want" ]] && echo ok || echo FAILED)" "$(tail -1 "$out/probe_$kernels.log" | cut -c1-100)"
+  # Exit 1 is also any runtime error: the verdict in the JSON decides.
+  verdict=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["verdict"])' "$out/probe_$kernels.json" 2>/dev/null)
+  want=$([[ $kernels == exact ]] && echo "0 equal" || echo "1 diverges")
+  record "probe $kernels (CUDA)" "$([[ "$rc $verdict" == "$want" ]] && echo ok || echo FAILED)" \
+    "$(tail -1 "$out/probe_$kernels.log" | cut -c1-100)"
 done
 # Speculative decoding against classic decode: every width-invariant arm byte-identical on prompts
 # of mixed lengths (some past 1,000 tokens), at every block width 2..16, with the replay drafter
@@ -99,22 +102,29 @@ if [[ ${SCALE:-small} == full ]]; then
 else
   tokens=64 seeds=(1) self_prompts=4
 fi
-pids=()
+rm -f "$out"/spec_*.json
+pids=() files=()
 for seed in "${seeds[@]}"; do
   "$EXACTQ" bench-spec --model "$model" --backend cuda --prompts 8 --seed "$seed" --prompt-length 8-1200 --tokens $tokens \
     --block 2-16 --acceptance 0.7 --arms classic-exact,classic-mma,spec-narrow,spec-exact,spec-mma,spec-wide \
     --json "$out/spec_seed$seed.json" >"$out/spec_seed$seed.log" 2>&1 &
-  pids+=($!)
+  pids+=($!) files+=("$out/spec_seed$seed.json")
 done
 "$EXACTQ" bench-spec --model "$model" --draft "$model" --backend cuda --prompts $self_prompts --seed 101 \
   --prompt-length 8-1200 --tokens $tokens --block 2-16 --acceptance 1 --arms classic-exact,classic-mma \
   --json "$out/spec_self.json" >"$out/spec_self.log" 2>&1 &
-pids+=($!)
-for p in "${pids[@]}"; do wait "$p"; done
-verdict=$(python3 - "$out"/spec_*.json <<'PY'
-import json, os, sys
+pids+=($!) files+=("$out/spec_self.json")
+exits=""
+for p in "${pids[@]}"; do
+  wait "$p"
+  exits+=" $?"
+done
+# Each run's exit status (1 where an arm differed or a run failed) and its JSON, every file named.
+verdict=$(python3 - "${SCALE:-small}" "$exits" "${files[@]}" <<'PY'
+import json, sys
+scale, exits, paths = sys.argv[1], sys.argv[2].split(), sys.argv[3:]
 runs, exact_bad, wide_diff, wide_runs, self_bad, rows = 0, [], 0, 0, [], 0
-for path in sys.argv[1:]:
+for path in paths:
     j = json.load(open(path))
     for a in j["arms"]:
         if a["arm"] == "spec-wide":
@@ -131,11 +141,14 @@ for path in sys.argv[1:]:
                 self_bad.append(f"{r['arm']} block {r['block']}: {r['accepted']}/{r['drafted']}")
 # At the full size wide must differ somewhere (the control); the small run may meet no near tie, and
 # then the probe's wide verdict above is the control of this check.
-full = os.environ.get("SCALE") == "full"
-ok = not exact_bad and not self_bad and rows > 0 and (wide_diff > 0 or not full)
+full = scale == "full"
+failed_runs = [p for p, e in zip(paths, exits) if e != "0"]
+ok = (not exact_bad and not self_bad and not failed_runs and rows > 0 and wide_runs > 0
+      and (wide_diff > 0 or not full))
 print(("ok" if ok else "FAILED") + f" width-invariant arms identical in {runs} runs"
       + (f", differing: {exact_bad[:3]}" if exact_bad else "")
-      + f"; self-drafting all accepted in {rows - len(self_bad)}/{rows} rows; wide differs in {wide_diff}/{wide_runs} runs")
+      + f"; self-drafting all accepted in {rows - len(self_bad)}/{rows} rows; wide differs in {wide_diff}/{wide_runs} runs"
+      + (f"; runs that exited non-zero: {failed_runs}" if failed_runs else ""))
 PY
 ) || verdict="FAILED a run wrote no readable JSON (see spec_*.log)"
 record "speculative == classic (CUDA)" "${verdict%% *}" "${verdict#* }"

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The reference a user would otherwise run, beside `exactq bench-decode`: the same MLX checkpoint
 dequantized into Hugging Face transformers (bf16, its default dynamic cache, eager PyTorch), greedy
-decode after a prompt of C random tokens, in tokens per second. Run it in the same device call as
-bench-decode and compare the two there; the ratio is the claim, not either number alone.
+decode after a prompt of C random tokens, in tokens per second. Run it on the same GPU as
+bench-decode, one right after the other, and compare the two there; the ratio is the claim, not
+either number alone.
 
 The prefill is timed apart: a step's time is (time for P + N new tokens - time for P new tokens)
 / N, with P = 1, so the prompt's forward is not counted as decode. Runs only where PyTorch,
@@ -30,15 +31,10 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json")
     args = ap.parse_args()
-    try:
-        import torch
-        import transformers
-    except ImportError as e:
-        print(f"anchors_decode: {e.name} is not installed here; nothing to measure")
+    found = hf_checkpoint.runtime("anchors_decode")
+    if found is None:
         return 0
-    if not torch.cuda.is_available():
-        print("anchors_decode: no CUDA device; nothing to measure")
-        return 0
+    torch, transformers = found
     contexts = [int(c) for c in args.context.split(",")]
     if args.tokens < 1 or any(c < 1 for c in contexts):
         raise SystemExit("anchors_decode: --tokens and every --context must be positive")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Hugging Face transformers' speculative decoding beside `exactq bench-spec`: the same MLX
 checkpoint(s) dequantized into transformers (bf16), greedy decode and assisted generation (its
-speculative decoding, with a draft model) of the same prompts, in the same device call. For each
+speculative decoding, with a draft model) of the same prompts, on the same GPU as bench-spec. For each
 prompt: tokens per second of both, and whether the assisted output equals the greedy output token
 for token (else the first differing position). Without --draft the model drafts for itself: every
 draft is then the model's own greedy token, so any difference is the verify forward's rounding.
@@ -51,15 +51,10 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json")
     args = ap.parse_args()
-    try:
-        import torch
-        import transformers
-    except ImportError as e:
-        print(f"anchors_spec: {e.name} is not installed here; nothing to measure")
+    found = hf_checkpoint.runtime("anchors_spec")
+    if found is None:
         return 0
-    if not torch.cuda.is_available():
-        print("anchors_spec: no CUDA device; nothing to measure")
-        return 0
+    torch, transformers = found
     if args.tokens < 1 or args.prompts < 1 or args.prompt_length < 1:
         raise SystemExit("anchors_spec: --tokens, --prompts and --prompt-length must be positive")
 

@@ -2,7 +2,7 @@
 mlx-community publishes) loaded into Hugging Face transformers in bf16: every quantized tensor
 (`.weight` packed in uint32 words, `.scales`, `.biases`) dequantized on the GPU as
 w = scale * q + bias per group, everything else taken as stored. The anchors (anchors_decode.py,
-anchors_spec.py) run these models beside exactq's in the same device call: it is the checkpoint a
+anchors_spec.py) run these models beside exactq's on the same GPU: it is the checkpoint a
 user would otherwise run through transformers, at the precision transformers runs it.
 
 Supported: the architectures transformers has for the checkpoint's model_type (Llama, Qwen, Gemma 3
@@ -15,6 +15,21 @@ import time
 
 def _fail(message):
     raise SystemExit(f"hf_checkpoint: {message}")
+
+
+def runtime(tool):
+    """(torch, transformers) where both are installed and a GPU is usable; otherwise None, after
+    saying why (an anchor then has nothing to measure and exits 0)."""
+    try:
+        import torch
+        import transformers
+    except ImportError as e:
+        print(f"{tool}: {e.name} is not installed here; nothing to measure")
+        return None
+    if not torch.cuda.is_available():
+        print(f"{tool}: no CUDA device; nothing to measure")
+        return None
+    return torch, transformers
 
 
 def read_config(directory):

@@ -2,8 +2,10 @@
 // classic greedy decode after a prefill of C random tokens, per kernel family and context C:
 // tokens per second, and the fraction of the roofline: the bytes one step must read (every weight
 // once, one embedding row, and the KV cache up to C) at the read ceiling measured in the same run.
-// A second, profiled pass waits for the backend after every op and splits a step's time by op
-// class (its total is larger than the free-running step's: the waits remove all overlap).
+// A profiled pass then records the step's timeline (exactq/profile.h: marks on the backend's own
+// clock between ops, no wait between them) and splits a step's time by op class; --profile prints
+// every op ranked by its time, with the bytes it moves and the rate it reaches; --trace writes a
+// Chrome-trace file of one profiled step per point.
 #include "bench_decode.h"
 
 #include <chrono>
@@ -16,6 +18,8 @@
 #include "cli_common.h"
 #include "exactq/decoder.h"
 #include "exactq/inspect.h"
+#include "exactq/profile.h"
+#include "step_profile.h"
 #include "timer.h"
 
 namespace exactq::cli {
@@ -23,22 +27,17 @@ namespace exactq::cli {
 namespace {
 
 struct Args {
-  std::string model, contexts = "512,4096", kernels = "exact,mma", backend = "auto", json;
+  std::string model, contexts = "512,4096", kernels = "exact,mma", backend = "auto", json, trace;
   std::int64_t tokens = 64;
   int threads = 0;
+  bool profile = false;
 };
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-std::string op_class(std::string_view op) {
-  if (op.ends_with("_proj") || op == "head") return "linears";
-  if (op == "attention") return "attention";
-  return "other";
-}
-
 void run(const Args& a) {
-  if (!a.json.empty()) check_writable(a.json, "--json");
+  check_outputs({{"--json", a.json}, {"--trace", a.trace}});
   check_threads(a.threads);
   const std::vector<std::int64_t> contexts = parse_int_list(a.contexts, "--context");
   for (std::int64_t c : contexts)
@@ -53,13 +52,19 @@ void run(const Args& a) {
   const ModelConfig& c = checkpoint.config();
   QmvOptions qmv_options;
   qmv_options.threads = a.threads;
-  auto backend = make_backend(a.backend, qmv_options);
+  auto inner = make_backend(a.backend, qmv_options);
+  ProfiledBackend profiled_backend(*inner);
+  Backend* backend = &profiled_backend;
   const double ceiling = bench::make_timer(backend->name(), qmv_options)->read_ceiling_bytes_per_s();
   const std::int64_t weights = summarize(checkpoint).decode_bytes_per_token;
   fmt::print("exactq bench-decode {} ({}), {}: read ceiling (same run) {:.1f} GB/s, {:.3f} GB of weights per step\n",
              a.model, c.model_type, backend->description(), ceiling / 1e9, double(weights) / 1e9);
-  fmt::print("{:<8} {:>7} {:>10} {:>10} {:>9} {:>10} {:>11} {:>11} {:>11}\n", "kernels", "context", "prefill s",
-             "tok/s", "us/step", "roofline", "linears us", "attention", "other us");
+  const auto header = [] {
+    fmt::print("{:<8} {:>7} {:>10} {:>10} {:>9} {:>10} {:>11} {:>11} {:>9} {:>9} {:>9}\n", "kernels", "context",
+               "prefill s", "tok/s", "us/step", "roofline", "linears us", "attention", "norms", "argmax", "other");
+  };
+  header();
+  nlohmann::json trace_events = nlohmann::json::array();
   nlohmann::json rows = nlohmann::json::array();
   std::mt19937_64 rng(1);
   for (KernelFamily family : families)
@@ -78,33 +83,37 @@ void run(const Args& a) {
         token = d.greedy().front();
       }
       const double step_s = seconds_since(start) / double(a.tokens);
-      // The profiled pass: a few steps, timed op by op.
-      std::map<std::string, double> split;
+      // The profiled pass: a few steps on the timeline.
       const int profiled = 8;
-      auto last = Clock::now();
-      d.set_tracer([&](const TracePoint& p) {
-        split[op_class(p.op)] += seconds_since(last);
-        last = Clock::now();
-      }, false);
+      std::vector<OpRecord> records, last_step;
       for (int i = 0; i < profiled; ++i) {
-        last = Clock::now();
+        profiled_backend.start();
         d.forward({&token, 1}, d.length());
         token = d.greedy().front();
+        last_step = profiled_backend.stop();
+        records.insert(records.end(), last_step.begin(), last_step.end());
       }
-      d.set_tracer({});
-      for (auto& [k, v] : split) v = v / profiled * 1e6;
+      const bench::StepProfile profile = bench::summarize_steps(records, profiled);
+      std::map<std::string, double> split;
+      for (const bench::OpSummary& o : profile.ops) split[bench::op_class(o.kind)] += o.us_per_step;
+      bench::append_trace_events(trace_events, last_step, int(rows.size()),
+                          fmt::format("{} context {}", to_string(family), context));
       const std::int64_t kv = c.num_layers * 2 * context * c.kv_dim() * std::int64_t(dtype_size(d.dtype()));
       const double roofline = double(weights + kv) / step_s / ceiling;
-      fmt::print("{:<8} {:>7} {:>10.3f} {:>10.1f} {:>9.1f} {:>9.1f}% {:>11.1f} {:>11.1f} {:>11.1f}\n", to_string(family),
-                 context, prefill, 1.0 / step_s, step_s * 1e6, 100 * roofline, split["linears"], split["attention"],
-                 split["other"]);
+      fmt::print("{:<8} {:>7} {:>10.3f} {:>10.1f} {:>9.1f} {:>9.1f}% {:>11.1f} {:>11.1f} {:>9.1f} {:>9.1f} {:>9.1f}\n",
+                 to_string(family), context, prefill, 1.0 / step_s, step_s * 1e6, 100 * roofline, split["linears"],
+                 split["attention"], split["norms"], split["argmax"], split["other"]);
+      if (a.profile) {
+        fmt::print("{}", bench::profile_table(profile, 16));
+        header();
+      }
       std::fflush(stdout);
       rows.push_back({{"kernels", to_string(family)}, {"context", context}, {"prefill_seconds", prefill},
                       {"tokens_per_second", 1.0 / step_s}, {"us_per_step", step_s * 1e6},
                       {"bytes_per_step", weights + kv}, {"fraction_of_roofline", roofline},
-                      {"profiled_us_per_step", {{"linears", split["linears"]}, {"attention", split["attention"]},
-                                                {"other", split["other"]}}}});
+                      {"profile", bench::profile_json(profile)}});
     }
+  if (!a.trace.empty()) write_json(a.trace, {{"traceEvents", trace_events}, {"displayTimeUnit", "ns"}});
   if (!a.json.empty())
     write_json(a.json, {{"model", a.model}, {"model_type", c.model_type}, {"device", backend->description()},
                         {"read_ceiling_gb_s", ceiling / 1e9}, {"weight_bytes_per_step", weights},
@@ -125,6 +134,8 @@ void add_bench_decode_command(CLI::App& app, int& exit_code) {
   add_text_option(cmd, "--backend", a->backend, "auto (default), cuda or cpu")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   add_integer_option(cmd, "--threads", a->threads, "CPU threads (0: all)");
   add_path_option(cmd, "--json", a->json, "also write the results as JSON to this file");
+  cmd->add_flag("--profile", a->profile, "print every op of the step ranked by its time on the backend's clock");
+  add_path_option(cmd, "--trace", a->trace, "write a Chrome-trace timeline of one profiled step per point to this file");
   cmd->callback([a, &exit_code] {
     run(*a);
     exit_code = 0;

@@ -6,10 +6,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "exactq/format.h"
 #include "exactq/qmv.h"
@@ -54,6 +56,25 @@ struct AttentionShape {
   std::int64_t head_dim = 0;  // a multiple of 8, at most 512
   float scale = 1.0f;         // f32(1/sqrt(scalar)), order::attention_scale
   std::int64_t window = 0;    // sliding window (keys j > p - window visible), 0: none
+};
+
+// Points on a backend's own clock, recorded in the order of its ops and never waiting for them: on
+// CUDA, events in the backend's stream (the GPU's time, with whatever idle time the host left
+// between ops); on the CPU, whose ops return when done, the host clock.
+class Timeline {
+ public:
+  virtual ~Timeline() = default;
+  // The time at which every op issued so far has finished.
+  virtual void mark() = 0;
+  // Microseconds between consecutive marks, in order (one fewer than the marks); waits for the
+  // backend, then starts a new list.
+  virtual std::vector<double> intervals_us() = 0;
+};
+
+// A captured sequence of ops (Backend::capture).
+class Graph {
+ public:
+  virtual ~Graph() = default;
 };
 
 class Backend {
@@ -104,15 +125,25 @@ class Backend {
   // RMSNorm of `rows` rows of h values (order/norm.h); weight holds h values of type t; y may be x.
   virtual void rmsnorm(const Buffer& x, const Buffer& weight, std::int64_t rows, std::int64_t h, DType t, float eps,
                        bool one_plus_weight, Buffer& y) = 0;
-  // RoPE in place on x [m, heads, head_dim]: row i is at position start_position + i; `steps`
-  // holds head_dim/2 phase steps (std::uint64_t, order/rope.h); `interleaved` pairs (2i, 2i+1).
+  // Positions are per row, in device memory (a buffer of m std::int32_t): a row's bytes depend on
+  // its own position alone, so one captured step serves every position. On the CPU a position
+  // out of range is refused; on CUDA, where checking would cost a synchronization, it is clamped
+  // into range (no byte outside the buffers is touched): callers check on the host first.
+  //
+  // RoPE in place on x [m, heads, head_dim]: row i is at position positions[i]; `steps` holds
+  // head_dim/2 phase steps (std::uint64_t, order/rope.h); `interleaved` pairs (2i, 2i+1).
   virtual void rope(Buffer& x, std::int64_t m, std::int64_t heads, std::int64_t head_dim, DType t,
-                    std::int64_t start_position, const Buffer& steps, bool interleaved) = 0;
-  // Attention of m query rows q [m, heads, head_dim] at positions start_position + i against the
-  // cache rows keys/values [positions, kv_heads, head_dim] (rows up to each query's position are
-  // read, none past it), into out [m, heads, head_dim]; order/attention.h.
+                    const Buffer& positions, const Buffer& steps, bool interleaved) = 0;
+  // The cache write: row i of `rows` (row_bytes each) to row positions[i] of `cache`.
+  virtual void write_rows(const Buffer& rows, const Buffer& positions, std::int64_t m, std::size_t row_bytes,
+                          Buffer& cache) = 0;
+  // Attention of m query rows q [m, heads, head_dim] at positions[i], each at most max_position,
+  // against the cache rows keys/values [max_position + 1 or more, kv_heads, head_dim] (rows up to
+  // each query's position are read, none past it), into out [m, heads, head_dim];
+  // order/attention.h. max_position fixes the work's shape (on CUDA, the grid), never a byte.
   virtual void attention(const Buffer& q, const Buffer& keys, const Buffer& values, std::int64_t m,
-                         std::int64_t start_position, const AttentionShape& shape, DType t, Buffer& out) = 0;
+                         const Buffer& positions, std::int64_t max_position, const AttentionShape& shape, DType t,
+                         Buffer& out) = 0;
   // out = act(gate) * up, elementwise over `count` values (out may be gate or up).
   virtual void gated_activation(const Buffer& gate, const Buffer& up, std::int64_t count, Activation act, DType t,
                                 Buffer& out) = 0;
@@ -127,6 +158,20 @@ class Backend {
 
   // Waits until every op issued so far has finished.
   virtual void synchronize() = 0;
+  // A timeline on this backend's clock (profiling: exactq/profile.h).
+  virtual std::unique_ptr<Timeline> timeline() = 0;
+
+  // Bytes [offset, offset + bytes) of `b`, as a buffer of their own that shares b's memory (b
+  // must outlive it). Throws std::invalid_argument where the range exceeds b.
+  virtual std::unique_ptr<Buffer> view(Buffer& b, std::size_t offset, std::size_t bytes) = 0;
+
+  // The ops that `issue` makes, recorded without running them, to be replayed as one unit (a CUDA
+  // graph): the same ops on the same buffers, so the same bytes. nullptr where the backend runs
+  // ops as they come (the CPU). `issue` must not wait for the backend, upload or download.
+  virtual std::unique_ptr<Graph> capture(const std::function<void()>& issue) = 0;
+  // Runs a captured graph; false (running nothing) where it can no longer run: memory it uses
+  // was released since (a workspace that grew), so the caller captures it again.
+  virtual bool replay(const Graph& graph) = 0;
 
   // The options every op runs with (numerically irrelevant: no byte depends on them).
   virtual const QmvOptions& options() const = 0;

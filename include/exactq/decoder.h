@@ -40,6 +40,10 @@ struct DecoderOptions {
   KernelFamily family = KernelFamily::exact;
   // Positions the KV cache holds. 0: the config's max_position_embeddings, at most 4096.
   std::int64_t context_length = 0;
+  // Replay each width's step as one captured unit where the backend can (CUDA graphs: the second
+  // forward of a width and attention bound is captured, later ones replay it). Off: every op is
+  // issued on every forward. The ops and their bytes are the same either way.
+  bool graphs = true;
 };
 
 // An intermediate activation of a forward, for the exactness probe: the output of `op` in `layer`

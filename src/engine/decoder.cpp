@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -60,7 +61,7 @@ struct Decoder::State {
 
   // Activations for up to `capacity` rows.
   std::int64_t capacity = 0;
-  std::unique_ptr<Buffer> tokens, h, xn, q, k, v, attn, o, gate, up, down, logits, indices;
+  std::unique_ptr<Buffer> h, xn, q, k, v, attn, o, gate, up, down, logits, indices;
   std::int64_t logits_rows = 0;
   Tracer tracer;
 
@@ -102,7 +103,6 @@ struct Decoder::State {
     if (m <= capacity) return;
     const ModelConfig& c = config;
     const std::int64_t vocab = w.head().n;
-    tokens = alloc(m, sizeof(std::int32_t));
     indices = alloc(m, sizeof(std::int32_t));
     h = alloc(m * c.hidden_size, e);
     xn = alloc(m * c.hidden_size, e);
@@ -116,6 +116,7 @@ struct Decoder::State {
     down = alloc(m * c.hidden_size, e);
     logits = alloc(m * vocab, e);
     capacity = m;
+    for (auto& [width, p] : plans) p.steps.clear();  // their graphs hold the old buffers
   }
 
   void linear(const engine::Linear& l, const Buffer& x, std::int64_t m, Buffer& y) {
@@ -130,7 +131,41 @@ struct Decoder::State {
     backend.rmsnorm(x, weight, rows, width, t, eps, config.norm_offset != 0.0, y);
   }
 
-  void layer(std::size_t index, std::int64_t m, std::int64_t start) {
+  // One width's inputs (the tokens, then their positions, std::int32_t, uploaded together before
+  // each forward) and its captured steps, per (rows, attention bound): how often each was seen,
+  // and its graph once captured.
+  struct Plan {
+    std::unique_ptr<Buffer> inputs, tokens, positions;  // tokens and positions: views of inputs
+    struct Step {
+      int seen = 0;
+      std::unique_ptr<Graph> graph;
+    };
+    std::map<std::pair<int, std::int64_t>, Step> steps;
+  };
+  std::map<std::int64_t, Plan> plans;
+  bool graphs = true;  // false once the backend has shown it captures nothing (the CPU)
+
+  Plan& plan(std::int64_t m) {
+    Plan& p = plans[m];
+    if (!p.inputs) {
+      const std::size_t bytes = std::size_t(m) * sizeof(std::int32_t);
+      p.inputs = backend.allocate(2 * bytes);
+      p.tokens = backend.view(*p.inputs, 0, bytes);
+      p.positions = backend.view(*p.inputs, bytes, bytes);
+    }
+    return p;
+  }
+
+  // The attention bound of a forward whose last row is at `last`: the end of a power-of-two number
+  // of chunks, within the cache. It fixes attention's grid, so a captured step serves every
+  // position up to it; no byte depends on it.
+  std::int64_t attention_bound(std::int64_t last) const {
+    std::int64_t chunks = 1;
+    while (chunks * order::kAttentionChunk <= last) chunks *= 2;
+    return std::min(chunks * order::kAttentionChunk - 1, options.context_length - 1);
+  }
+
+  void layer(std::size_t index, std::int64_t m, const Buffer& positions, std::int64_t bound) {
     const ModelConfig& c = config;
     const engine::LayerWeights& L = w.layers[index];
     const bool local = !c.sliding_layers.empty() && c.sliding_layers[index];
@@ -152,16 +187,16 @@ struct Decoder::State {
       trace(at, "k_norm", *k, m, KV);
     }
     const Buffer& steps = local ? *rope_local : *rope_global;
-    backend.rope(*q, m, c.num_heads, c.head_dim, t, start, steps, c.rope_traditional);
+    backend.rope(*q, m, c.num_heads, c.head_dim, t, positions, steps, c.rope_traditional);
     trace(at, "rope_q", *q, m, Q);
-    backend.rope(*k, m, c.num_kv_heads, c.head_dim, t, start, steps, c.rope_traditional);
+    backend.rope(*k, m, c.num_kv_heads, c.head_dim, t, positions, steps, c.rope_traditional);
     trace(at, "rope_k", *k, m, KV);
     const std::size_t row = std::size_t(KV) * e;
-    backend.copy(*k, 0, *keys[index], std::size_t(start) * row, std::size_t(m) * row);
-    backend.copy(*v, 0, *values[index], std::size_t(start) * row, std::size_t(m) * row);
+    backend.write_rows(*k, positions, m, row, *keys[index]);
+    backend.write_rows(*v, positions, m, row, *values[index]);
     const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim,
                                order::attention_scale(c.query_pre_attn_scalar), local ? c.sliding_window : 0};
-    backend.attention(*q, *keys[index], *values[index], m, start, shape, t, *attn);
+    backend.attention(*q, *keys[index], *values[index], m, positions, bound, shape, t, *attn);
     trace(at, "attention", *attn, m, Q);
     linear(L.o_proj, *attn, m, *o);
     trace(at, "o_proj", *o, m, H);
@@ -192,6 +227,29 @@ struct Decoder::State {
     }
     backend.add(*h, *down, hidden, t, *h);
     trace(at, "mlp_residual", *h, m, H);
+  }
+
+  // The forward's ops from the embedding to the logits: what a captured step holds.
+  void issue_forward(std::int64_t m, const Plan& p, std::int64_t bound, Rows rows) {
+    const ModelConfig& c = config;
+    if (w.embed.q)
+      backend.embed(*w.embed.q, *p.tokens, m, *h);
+    else
+      backend.embed(*w.embed.dense, *p.tokens, m, *h);
+    if (c.scale_embeddings) backend.scale(*h, m * c.hidden_size, embed_scale, t);
+    trace(-1, "embed", *h, m, c.hidden_size);
+    for (std::size_t l = 0; l < w.layers.size(); ++l) layer(l, m, *p.positions, bound);
+    const std::int64_t out = rows == Rows::all ? m : 1;
+    if (rows == Rows::last) {  // only the last row: its bytes are the same as in the full computation
+      const std::size_t row = std::size_t(c.hidden_size) * e;
+      backend.copy(*h, std::size_t(m - 1) * row, *xn, 0, row);
+      norm(*xn, *w.final_norm, 1, c.hidden_size, *o);
+    } else {
+      norm(*h, *w.final_norm, m, c.hidden_size, *o);
+    }
+    trace(-1, "final_norm", *o, out, c.hidden_size);
+    linear(w.head(), *o, out, *logits);
+    trace(-1, "head", *logits, out, w.head().n);
   }
 };
 
@@ -249,7 +307,6 @@ void Decoder::truncate(std::int64_t length) {
 
 void Decoder::forward(std::span<const std::int32_t> tokens, std::int64_t start, Rows rows) {
   State& s = *s_;
-  const ModelConfig& c = s.config;
   const std::int64_t m = std::int64_t(tokens.size());
   if (m == 0) fail("no tokens to run");
   if (start < 0 || start > s.length)
@@ -267,30 +324,32 @@ void Decoder::forward(std::span<const std::int32_t> tokens, std::int64_t start, 
   s.reserve(m);
   s.length = start;
   s.logits_rows = 0;
-  Buffer& staged = s.staging(tokens.size_bytes());
-  s.backend.upload(staged, std::as_bytes(tokens));
-  s.backend.copy(staged, 0, *s.tokens, 0, tokens.size_bytes());
-  if (s.w.embed.q)
-    s.backend.embed(*s.w.embed.q, *s.tokens, m, *s.h);
-  else
-    s.backend.embed(*s.w.embed.dense, *s.tokens, m, *s.h);
-  if (c.scale_embeddings) s.backend.scale(*s.h, m * c.hidden_size, s.embed_scale, s.t);
-  s.trace(-1, "embed", *s.h, m, c.hidden_size);
-  for (std::size_t l = 0; l < s.w.layers.size(); ++l) s.layer(l, m, start);
-  s.length = start + m;
-
-  const std::int64_t out = rows == Rows::all ? m : 1;
-  if (rows == Rows::last) {  // only the last row: its bytes are the same as in the full computation
-    const std::size_t row = std::size_t(c.hidden_size) * s.e;
-    s.backend.copy(*s.h, std::size_t(m - 1) * row, *s.xn, 0, row);
-    s.norm(*s.xn, *s.w.final_norm, 1, c.hidden_size, *s.o);
+  State::Plan& plan = s.plan(m);
+  std::vector<std::int32_t> inputs(tokens.begin(), tokens.end());
+  for (std::int64_t i = 0; i < m; ++i) inputs.push_back(std::int32_t(start + i));
+  s.backend.upload(*plan.inputs, std::as_bytes(std::span(inputs)));
+  const std::int64_t bound = s.attention_bound(start + m - 1);
+  const std::function<void()> issue = [&] { s.issue_forward(m, plan, bound, rows); };
+  if (!s.tracer && s.graphs && s.options.graphs) {
+    State::Plan::Step& step = plan.steps[{int(rows), bound}];
+    if (!(step.graph && s.backend.replay(*step.graph))) {
+      if (++step.seen < 2) {  // the first forward of its kind runs as it comes (and grows any workspace)
+        issue();
+      } else {
+        step.graph = s.backend.capture(issue);
+        if (step.graph) {
+          if (!s.backend.replay(*step.graph)) issue();
+        } else {
+          s.graphs = false;
+          issue();
+        }
+      }
+    }
   } else {
-    s.norm(*s.h, *s.w.final_norm, m, c.hidden_size, *s.o);
+    issue();
   }
-  s.trace(-1, "final_norm", *s.o, out, c.hidden_size);
-  s.linear(s.w.head(), *s.o, out, *s.logits);
-  s.trace(-1, "head", *s.logits, out, vocab_size());
-  s.logits_rows = out;
+  s.length = start + m;
+  s.logits_rows = rows == Rows::all ? m : 1;
 }
 
 std::vector<std::byte> Decoder::logits() {

@@ -1,6 +1,7 @@
 // The decoder ops' argument checks (decoder_checks.h).
 #include "ops/decoder_checks.h"
 
+#include <cstdint>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -12,7 +13,7 @@ namespace exactq::checks {
 namespace {
 constexpr std::int64_t kMaxRows = std::int64_t(1) << 24;
 constexpr std::int64_t kMaxDim = std::int64_t(1) << 24;
-constexpr std::int64_t kMaxPosition = std::int64_t(1) << 40;
+constexpr std::int64_t kMaxPosition = std::numeric_limits<std::int32_t>::max();  // positions are std::int32_t
 }  // namespace
 
 void fail(const char* op, const std::string& what) { throw std::invalid_argument(std::string("[exactq] ") + op + ": " + what); }
@@ -65,7 +66,9 @@ void copy(const Buffer& from, std::size_t from_offset, const Buffer& to, std::si
   if (to_offset > to.size() || bytes > to.size() - to_offset)
     fail("copy", "destination range [" + std::to_string(to_offset) + ", +" + std::to_string(bytes) + ") exceeds its " +
                      std::to_string(to.size()) + " bytes");
-  if (&from == &to && from_offset < to_offset + bytes && to_offset < from_offset + bytes)
+  const std::uintptr_t source = reinterpret_cast<std::uintptr_t>(from.bytes().data()) + from_offset;
+  const std::uintptr_t destination = reinterpret_cast<std::uintptr_t>(to.bytes().data()) + to_offset;
+  if (bytes > 0 && source < destination + bytes && destination < source + bytes)  // views may share memory
     fail("copy", "source and destination ranges overlap");
 }
 
@@ -89,23 +92,39 @@ void rmsnorm(const Buffer& x, const Buffer& weight, std::int64_t rows, std::int6
   holds("rmsnorm", "y", y, bytes_of("rmsnorm", rows * h, e));
 }
 
-void rope(const Buffer& x, std::int64_t m, std::int64_t heads, std::int64_t head_dim, DType t,
-          std::int64_t start_position, const Buffer& steps) {
+void rope(const Buffer& x, std::int64_t m, std::int64_t heads, std::int64_t head_dim, DType t, const Buffer& positions,
+          const Buffer& steps) {
   validate_dtype(t);
   in_range("rope", "M", m, 1, kMaxRows);
   in_range("rope", "heads", heads, 1, 1 << 16);
   in_range("rope", "head_dim", head_dim, 2, order::kMaxHeadDim);
   if (head_dim % 2 != 0) fail("rope", "head_dim = " + std::to_string(head_dim) + " is odd");
-  in_range("rope", "start_position", start_position, 0, kMaxPosition);
+  holds("rope", "positions", positions, bytes_of("rope", m, sizeof(std::int32_t)));
   holds("rope", "x", x, bytes_of("rope", m * heads * head_dim, dtype_size(t)));
   holds("rope", "steps", steps, bytes_of("rope", head_dim / 2, sizeof(std::uint64_t)));
 }
 
-void attention(const Buffer& q, const Buffer& keys, const Buffer& values, std::int64_t m,
-               std::int64_t start_position, const AttentionShape& s, DType t, const Buffer& out) {
+void write_rows(const Buffer& rows, const Buffer& positions, std::int64_t m, std::size_t row_bytes, const Buffer& cache) {
+  in_range("write_rows", "M", m, 1, kMaxRows);
+  in_range("write_rows", "row bytes", std::int64_t(row_bytes), 1, kMaxDim * 4);
+  holds("write_rows", "rows", rows, bytes_of("write_rows", m, row_bytes));
+  holds("write_rows", "positions", positions, bytes_of("write_rows", m, sizeof(std::int32_t)));
+  if (cache.size() < row_bytes) fail("write_rows", "the cache holds no row of " + std::to_string(row_bytes) + " bytes");
+}
+
+void positions_in_range(const char* op, const std::int32_t* positions, std::int64_t m, std::int64_t high) {
+  for (std::int64_t i = 0; i < m; ++i)
+    if (positions[i] < 0 || positions[i] > high)
+      fail(op, "positions[" + std::to_string(i) + "] = " + std::to_string(positions[i]) + " is out of range [0, " +
+                   std::to_string(high) + "]");
+}
+
+void attention(const Buffer& q, const Buffer& keys, const Buffer& values, std::int64_t m, const Buffer& positions,
+               std::int64_t max_position, const AttentionShape& s, DType t, const Buffer& out) {
   validate_dtype(t);
   in_range("attention", "M", m, 1, kMaxRows);
-  in_range("attention", "start_position", start_position, 0, kMaxPosition);
+  in_range("attention", "max_position", max_position, 0, kMaxPosition);
+  holds("attention", "positions", positions, bytes_of("attention", m, sizeof(std::int32_t)));
   in_range("attention", "kv_heads", s.kv_heads, 1, 1 << 16);
   in_range("attention", "heads", s.heads, s.kv_heads, 1 << 16);
   if (s.heads % s.kv_heads != 0)
@@ -119,9 +138,9 @@ void attention(const Buffer& q, const Buffer& keys, const Buffer& values, std::i
   const std::size_t e = dtype_size(t);
   holds("attention", "q", q, bytes_of("attention", m * s.heads * s.head_dim, e));
   holds("attention", "out", out, bytes_of("attention", m * s.heads * s.head_dim, e));
-  const std::int64_t positions = start_position + m;
-  holds("attention", "keys", keys, bytes_of("attention", positions * s.kv_heads * s.head_dim, e));
-  holds("attention", "values", values, bytes_of("attention", positions * s.kv_heads * s.head_dim, e));
+  const std::int64_t rows = max_position + 1;
+  holds("attention", "keys", keys, bytes_of("attention", rows * s.kv_heads * s.head_dim, e));
+  holds("attention", "values", values, bytes_of("attention", rows * s.kv_heads * s.head_dim, e));
 }
 
 void elementwise(const char* op, std::int64_t count, DType t, std::initializer_list<const Buffer*> operands) {

@@ -28,10 +28,13 @@ void copy(const Buffer& from, std::size_t from_offset, const Buffer& to, std::si
 void embed(std::int64_t n, std::int64_t k, DType t, const Buffer& tokens, std::int64_t m, const Buffer& out);
 void rmsnorm(const Buffer& x, const Buffer& weight, std::int64_t rows, std::int64_t h, DType t, float eps,
              const Buffer& y);
-void rope(const Buffer& x, std::int64_t m, std::int64_t heads, std::int64_t head_dim, DType t,
-          std::int64_t start_position, const Buffer& steps);
-void attention(const Buffer& q, const Buffer& keys, const Buffer& values, std::int64_t m,
-               std::int64_t start_position, const AttentionShape& shape, DType t, const Buffer& out);
+void rope(const Buffer& x, std::int64_t m, std::int64_t heads, std::int64_t head_dim, DType t, const Buffer& positions,
+          const Buffer& steps);
+void write_rows(const Buffer& rows, const Buffer& positions, std::int64_t m, std::size_t row_bytes, const Buffer& cache);
+void attention(const Buffer& q, const Buffer& keys, const Buffer& values, std::int64_t m, const Buffer& positions,
+               std::int64_t max_position, const AttentionShape& shape, DType t, const Buffer& out);
+// On the host (the CPU backend): every positions[i] in [0, high], naming the first that is not.
+void positions_in_range(const char* op, const std::int32_t* positions, std::int64_t m, std::int64_t high);
 void elementwise(const char* op, std::int64_t count, DType t, std::initializer_list<const Buffer*> operands);
 void add_bias(const Buffer& y, const Buffer& bias, std::int64_t m, std::int64_t n, DType t);
 void argmax(const Buffer& logits, std::int64_t m, std::int64_t n, DType t, const Buffer& indices);

@@ -1,6 +1,8 @@
 // The CPU backend: the bit-exact mirror of the CUDA kernels behind the Backend interface, and the
 // cpu::qmv entry point that dispatches to each kernel's file.
+#include <chrono>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -42,14 +44,33 @@ void qmv(Kernel kernel, const QuantizedMatrixView& w, std::span<const std::byte>
 
 namespace {
 
+// The CPU's ops return when done, so the host clock after an op is its end.
+class HostTimeline final : public Timeline {
+ public:
+  void mark() override { marks_.push_back(std::chrono::steady_clock::now()); }
+  std::vector<double> intervals_us() override {
+    std::vector<double> us;
+    for (std::size_t i = 1; i < marks_.size(); ++i)
+      us.push_back(std::chrono::duration<double, std::micro>(marks_[i] - marks_[i - 1]).count());
+    marks_.clear();
+    return us;
+  }
+
+ private:
+  std::vector<std::chrono::steady_clock::time_point> marks_;
+};
+
+// Memory of its own, or a view of another buffer's (Backend::view).
 class CpuBuffer final : public Buffer {
  public:
-  explicit CpuBuffer(std::size_t bytes) : bytes_(bytes) {}
+  explicit CpuBuffer(std::size_t bytes) : owned_(bytes), bytes_(owned_) {}
+  explicit CpuBuffer(std::span<std::byte> view) : bytes_(view) {}
   std::span<std::byte> bytes() override { return bytes_; }
   std::span<const std::byte> bytes() const override { return bytes_; }
 
  private:
-  std::vector<std::byte> bytes_;
+  std::vector<std::byte> owned_;
+  std::span<std::byte> bytes_;
 };
 
 // The CPU reference of qmv_mma reads MLX's layout; the fragment layout would give the same bytes,
@@ -185,16 +206,28 @@ class CpuBackend final : public Backend {
     checks::rmsnorm(own(x), own(weight), rows, h, t, eps, own(y));
     cpu::rmsnorm(data(x), data(weight), rows, h, t, eps, one_plus_weight, data(y), options_.threads);
   }
-  void rope(Buffer& x, std::int64_t m, std::int64_t heads, std::int64_t head_dim, DType t, std::int64_t start_position,
+  void rope(Buffer& x, std::int64_t m, std::int64_t heads, std::int64_t head_dim, DType t, const Buffer& positions,
             const Buffer& steps, bool interleaved) override {
-    checks::rope(own(x), m, heads, head_dim, t, start_position, own(steps));
-    cpu::rope(data(x), m, heads, head_dim, t, start_position, reinterpret_cast<const std::uint64_t*>(data(steps)),
-              interleaved, options_.threads);
+    checks::rope(own(x), m, heads, head_dim, t, own(positions), own(steps));
+    const auto* p = reinterpret_cast<const std::int32_t*>(data(positions));
+    checks::positions_in_range("rope", p, m, std::numeric_limits<std::int32_t>::max());
+    cpu::rope(data(x), m, heads, head_dim, t, p, reinterpret_cast<const std::uint64_t*>(data(steps)), interleaved,
+              options_.threads);
   }
-  void attention(const Buffer& q, const Buffer& keys, const Buffer& values, std::int64_t m, std::int64_t start_position,
-                 const AttentionShape& shape, DType t, Buffer& out) override {
-    checks::attention(own(q), own(keys), own(values), m, start_position, shape, t, own(out));
-    cpu::attention(data(q), data(keys), data(values), m, start_position, shape, t, data(out), options_.threads);
+  void write_rows(const Buffer& rows, const Buffer& positions, std::int64_t m, std::size_t row_bytes,
+                  Buffer& cache) override {
+    checks::write_rows(own(rows), own(positions), m, row_bytes, own(cache));
+    const auto* p = reinterpret_cast<const std::int32_t*>(data(positions));
+    checks::positions_in_range("write_rows", p, m, std::int64_t(own(cache).size() / row_bytes) - 1);
+    for (std::int64_t i = 0; i < m; ++i)
+      std::memcpy(data(cache) + std::size_t(p[i]) * row_bytes, data(rows) + std::size_t(i) * row_bytes, row_bytes);
+  }
+  void attention(const Buffer& q, const Buffer& keys, const Buffer& values, std::int64_t m, const Buffer& positions,
+                 std::int64_t max_position, const AttentionShape& shape, DType t, Buffer& out) override {
+    checks::attention(own(q), own(keys), own(values), m, own(positions), max_position, shape, t, own(out));
+    const auto* p = reinterpret_cast<const std::int32_t*>(data(positions));
+    checks::positions_in_range("attention", p, m, max_position);
+    cpu::attention(data(q), data(keys), data(values), m, p, shape, t, data(out), options_.threads);
   }
   void gated_activation(const Buffer& gate, const Buffer& up, std::int64_t count, Activation act, DType t,
                         Buffer& out) override {
@@ -218,6 +251,17 @@ class CpuBackend final : public Backend {
     cpu::argmax(data(logits), m, n, t, reinterpret_cast<std::int32_t*>(data(indices)));
   }
   void synchronize() override {}
+  std::unique_ptr<Timeline> timeline() override { return std::make_unique<HostTimeline>(); }
+  std::unique_ptr<Buffer> view(Buffer& b, std::size_t offset, std::size_t bytes) override {
+    const std::span<std::byte> all = own(b).bytes();
+    if (offset > all.size() || bytes > all.size() - offset)
+      checks::fail("view", "[" + std::to_string(offset) + ", +" + std::to_string(bytes) + ") exceeds the buffer's " +
+                               std::to_string(all.size()) + " bytes");
+    return std::make_unique<CpuBuffer>(all.subspan(offset, bytes));
+  }
+  // The CPU runs every op as it comes: nothing to capture.
+  std::unique_ptr<Graph> capture(const std::function<void()>&) override { return nullptr; }
+  bool replay(const Graph&) override { return false; }
   const QmvOptions& options() const override { return options_; }
 
  private:

@@ -24,10 +24,11 @@ void embed_quantized(const QuantizedMatrixView& table, const std::int32_t* token
 void embed_dense(const DenseWeights& table, const std::int32_t* tokens, std::int64_t m, std::byte* out);
 void rmsnorm(const std::byte* x, const std::byte* weight, std::int64_t rows, std::int64_t h, DType t, float eps,
              bool one_plus_weight, std::byte* y, int threads);
+// Row i at positions[i] (checked by the backend).
 void rope(std::byte* x, std::int64_t m, std::int64_t heads, std::int64_t head_dim, DType t,
-          std::int64_t start_position, const std::uint64_t* steps, bool interleaved, int threads);
+          const std::int32_t* positions, const std::uint64_t* steps, bool interleaved, int threads);
 void attention(const std::byte* q, const std::byte* keys, const std::byte* values, std::int64_t m,
-               std::int64_t start_position, const AttentionShape& shape, DType t, std::byte* out, int threads);
+               const std::int32_t* positions, const AttentionShape& shape, DType t, std::byte* out, int threads);
 void gated_activation(const std::byte* gate, const std::byte* up, std::int64_t count, Activation act, DType t,
                       std::byte* out, int threads);
 void add(const std::byte* a, const std::byte* b, std::int64_t count, DType t, std::byte* out);

@@ -7,12 +7,12 @@
 namespace exactq::cpu {
 
 void rope(std::byte* x, std::int64_t m, std::int64_t heads, std::int64_t head_dim, DType t,
-          std::int64_t start_position, const std::uint64_t* steps, bool interleaved, int threads) {
+          const std::int32_t* positions, const std::uint64_t* steps, bool interleaved, int threads) {
   parallel_rows(m * heads, threads, [&](std::int64_t first, std::int64_t end) {
     float in[order::kMaxHeadDim], out[order::kMaxHeadDim];
     for (std::int64_t r = first; r < end; ++r) {
       const std::size_t base = std::size_t(r * head_dim);
-      const std::uint64_t position = std::uint64_t(start_position + r / heads);
+      const std::uint64_t position = std::uint64_t(positions[r / heads]);
       for (std::int64_t i = 0; i < head_dim; ++i) in[i] = load_f32(x, base + std::size_t(i), t);
       if (interleaved)
         order::rope_interleaved(in, int(head_dim), position, steps, out);

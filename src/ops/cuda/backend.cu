@@ -149,12 +149,17 @@ namespace exactq {
 
 namespace {
 
+// Device memory of its own, or a view of another buffer's (Backend::view).
 class CudaBuffer final : public Buffer {
  public:
-  explicit CudaBuffer(std::size_t bytes) : memory(bytes) {}
-  std::span<std::byte> bytes() override { return memory.bytes(); }
-  std::span<const std::byte> bytes() const override { return memory.bytes(); }
-  cuda::DeviceBuffer memory;
+  explicit CudaBuffer(std::size_t bytes) : memory_(bytes), bytes_(memory_.bytes()) {}
+  explicit CudaBuffer(std::span<std::byte> view) : bytes_(view) {}
+  std::span<std::byte> bytes() override { return bytes_; }
+  std::span<const std::byte> bytes() const override { return bytes_; }
+
+ private:
+  cuda::DeviceBuffer memory_;
+  std::span<std::byte> bytes_;
 };
 
 // The matrix in MLX's layout and, where qmv_mma reads the fragment layout, a second copy in it
@@ -215,18 +220,87 @@ class CudaDenseMatrix final : public DenseMatrix {
 
 const CudaBuffer& buffer(const Buffer& b) { return own<const CudaBuffer>(b, "buffer"); }
 CudaBuffer& buffer(Buffer& b) { return own<CudaBuffer>(b, "buffer"); }
-const std::byte* data(const Buffer& b) { return buffer(b).memory.bytes().data(); }
-std::byte* data(Buffer& b) { return buffer(b).memory.bytes().data(); }
+const std::byte* data(const Buffer& b) { return buffer(b).bytes().data(); }
+std::byte* data(Buffer& b) { return buffer(b).bytes().data(); }
+const std::int32_t* int32s(const Buffer& b) { return reinterpret_cast<const std::int32_t*>(data(b)); }
 
+// A CUDA graph of captured ops, with the backend's workspace generation at capture: a workspace
+// that grew since was freed, and the graph would read it.
+class CudaGraph final : public Graph {
+ public:
+  CudaGraph(cudaGraphExec_t exec, std::uint64_t generation) : exec(exec), generation(generation) {}
+  ~CudaGraph() override { cudaGraphExecDestroy(exec); }
+  cudaGraphExec_t exec;
+  std::uint64_t generation;
+};
+
+// Events in the backend's stream, created as the marks first need them and reused after.
+class EventTimeline final : public Timeline {
+ public:
+  explicit EventTimeline(cudaStream_t stream) : stream_(stream) {}
+  ~EventTimeline() override {
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
+  }
+  void mark() override {
+    if (used_ == events_.size()) {
+      cudaEvent_t e;
+      EXACTQ_CUDA_CHECK(cudaEventCreate(&e));
+      events_.push_back(e);
+    }
+    EXACTQ_CUDA_CHECK(cudaEventRecord(events_[used_++], stream_));
+  }
+  std::vector<double> intervals_us() override {
+    std::vector<double> us;
+    if (used_ > 0) EXACTQ_CUDA_CHECK(cudaEventSynchronize(events_[used_ - 1]));
+    for (std::size_t i = 1; i < used_; ++i) {
+      float ms = 0;
+      EXACTQ_CUDA_CHECK(cudaEventElapsedTime(&ms, events_[i - 1], events_[i]));
+      us.push_back(1000.0 * double(ms));
+    }
+    used_ = 0;
+    return us;
+  }
+
+ private:
+  cudaStream_t stream_;
+  std::vector<cudaEvent_t> events_;
+  std::size_t used_ = 0;
+};
+
+// Every op goes to the backend's own stream, in order; upload and download wait for the ops issued
+// before them, so the host never sees a buffer mid-op.
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(const QmvOptions& options) : options_(options) { validate_options(options); }
+  explicit CudaBackend(const QmvOptions& options) : options_(options) {
+    validate_options(options);
+    EXACTQ_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  }
+  ~CudaBackend() override {
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
   std::string_view name() const override { return "cuda"; }
   std::string description() const override { return cuda::device_description(); }
   std::unique_ptr<Buffer> allocate(std::size_t bytes) override { return std::make_unique<CudaBuffer>(bytes); }
-  void upload(Buffer& to, std::span<const std::byte> from) override { own<CudaBuffer>(to, "buffer").memory.upload(from); }
+  void upload(Buffer& to, std::span<const std::byte> from) override {
+    const std::span<std::byte> device = own<CudaBuffer>(to, "buffer").bytes();
+    if (from.size() != device.size())
+      throw std::invalid_argument("[exactq] upload of " + std::to_string(from.size()) + " bytes into a buffer of " +
+                                  std::to_string(device.size()));
+    if (!from.empty()) {
+      EXACTQ_CUDA_CHECK(cudaMemcpyAsync(device.data(), from.data(), from.size(), cudaMemcpyHostToDevice, stream_));
+      synchronize();  // `from` may be gone when the call returns
+    }
+  }
   void download(const Buffer& from, std::span<std::byte> to) override {
-    own<const CudaBuffer>(from, "buffer").memory.download(to);
+    const std::span<const std::byte> device = own<const CudaBuffer>(from, "buffer").bytes();
+    if (to.size() != device.size())
+      throw std::invalid_argument("[exactq] download of a buffer of " + std::to_string(device.size()) + " bytes into " +
+                                  std::to_string(to.size()));
+    if (!to.empty()) {
+      EXACTQ_CUDA_CHECK(cudaMemcpyAsync(to.data(), device.data(), to.size(), cudaMemcpyDeviceToHost, stream_));
+      synchronize();
+    }
   }
   std::unique_ptr<Matrix> load(const QuantizedMatrixView& w, WeightLayout mma_layout) override {
     return std::make_unique<CudaMatrix>(w, mma_layout);
@@ -242,7 +316,7 @@ class CudaBackend final : public Backend {
       if (xs.size() >= std::size_t(m * v.k) * e) xs = xs.first(std::size_t(m * v.k) * e);
       if (ys.size() >= std::size_t(m * v.n) * e) ys = ys.first(std::size_t(m * v.n) * e);
     }
-    cuda::qmv(kernel, v, xs, m, ys, options_);
+    cuda::qmv(kernel, v, xs, m, ys, options_, stream_);
   }
 
   std::unique_ptr<DenseMatrix> load_dense(DType t, std::int64_t n, std::int64_t k,
@@ -253,76 +327,132 @@ class CudaBackend final : public Backend {
   void copy(const Buffer& from, std::size_t from_offset, Buffer& to, std::size_t to_offset, std::size_t bytes) override {
     checks::copy(buffer(from), from_offset, buffer(to), to_offset, bytes);
     if (bytes > 0)
-      EXACTQ_CUDA_CHECK(cudaMemcpyAsync(data(to) + to_offset, data(from) + from_offset, bytes, cudaMemcpyDeviceToDevice, 0));
+      EXACTQ_CUDA_CHECK(cudaMemcpyAsync(data(to) + to_offset, data(from) + from_offset, bytes, cudaMemcpyDeviceToDevice, stream_));
   }
   void dense_mv(const DenseMatrix& w, const Buffer& x, std::int64_t m, Buffer& y) override {
     const auto& d = own<const CudaDenseMatrix>(w, "dense matrix");
     checks::dense_mv(d, buffer(x), m, buffer(y));
-    cuda_detail::launch_dense_mv(d.data(), d.n(), d.k(), d.dtype(), data(x), m, data(y), 0);
+    cuda_detail::launch_dense_mv(d.data(), d.n(), d.k(), d.dtype(), data(x), m, data(y), stream_);
   }
   void embed(const Matrix& table, const Buffer& tokens, std::int64_t m, Buffer& out) override {
     const QuantizedMatrixView& v = own<const CudaMatrix>(table, "matrix").view();
     checks::embed(v.n, v.k, v.dtype, buffer(tokens), m, buffer(out));
-    cuda_detail::launch_embed_quantized(v, reinterpret_cast<const std::int32_t*>(data(tokens)), m, data(out), 0);
+    cuda_detail::launch_embed_quantized(v, reinterpret_cast<const std::int32_t*>(data(tokens)), m, data(out), stream_);
   }
   void embed(const DenseMatrix& table, const Buffer& tokens, std::int64_t m, Buffer& out) override {
     const auto& d = own<const CudaDenseMatrix>(table, "dense matrix");
     checks::embed(d.n(), d.k(), d.dtype(), buffer(tokens), m, buffer(out));
     cuda_detail::launch_embed_dense(d.data(), d.n(), d.k(), d.dtype(), reinterpret_cast<const std::int32_t*>(data(tokens)),
-                                    m, data(out), 0);
+                                    m, data(out), stream_);
   }
   void rmsnorm(const Buffer& x, const Buffer& weight, std::int64_t rows, std::int64_t h, DType t, float eps,
                bool one_plus_weight, Buffer& y) override {
     checks::rmsnorm(buffer(x), buffer(weight), rows, h, t, eps, buffer(y));
-    cuda_detail::launch_rmsnorm(data(x), data(weight), rows, h, t, eps, one_plus_weight, data(y), 0);
+    cuda_detail::launch_rmsnorm(data(x), data(weight), rows, h, t, eps, one_plus_weight, data(y), stream_);
   }
-  void rope(Buffer& x, std::int64_t m, std::int64_t heads, std::int64_t head_dim, DType t, std::int64_t start_position,
+  void rope(Buffer& x, std::int64_t m, std::int64_t heads, std::int64_t head_dim, DType t, const Buffer& positions,
             const Buffer& steps, bool interleaved) override {
-    checks::rope(buffer(x), m, heads, head_dim, t, start_position, buffer(steps));
-    cuda_detail::launch_rope(data(x), m, heads, head_dim, t, start_position,
-                             reinterpret_cast<const std::uint64_t*>(data(steps)), interleaved, 0);
+    checks::rope(buffer(x), m, heads, head_dim, t, buffer(positions), buffer(steps));
+    cuda_detail::launch_rope(data(x), m, heads, head_dim, t, int32s(positions),
+                             reinterpret_cast<const std::uint64_t*>(data(steps)), interleaved, stream_);
   }
-  void attention(const Buffer& q, const Buffer& keys, const Buffer& values, std::int64_t m, std::int64_t start_position,
-                 const AttentionShape& shape, DType t, Buffer& out) override {
-    checks::attention(buffer(q), buffer(keys), buffer(values), m, start_position, shape, t, buffer(out));
-    const std::size_t need = cuda_detail::attention_workspace_bytes(m, start_position, shape);
+  void write_rows(const Buffer& rows, const Buffer& positions, std::int64_t m, std::size_t row_bytes,
+                  Buffer& cache) override {
+    checks::write_rows(buffer(rows), buffer(positions), m, row_bytes, buffer(cache));
+    cuda_detail::launch_write_rows(data(rows), int32s(positions), m, row_bytes, data(cache),
+                                   std::int64_t(buffer(cache).size() / row_bytes), stream_);
+  }
+  void attention(const Buffer& q, const Buffer& keys, const Buffer& values, std::int64_t m, const Buffer& positions,
+                 std::int64_t max_position, const AttentionShape& shape, DType t, Buffer& out) override {
+    checks::attention(buffer(q), buffer(keys), buffer(values), m, buffer(positions), max_position, shape, t, buffer(out));
+    const std::size_t need = cuda_detail::attention_workspace_bytes(m, max_position, shape);
     if (attention_workspace_.size() < need) {
       // Doubling (up to the cap), so that a growing context reallocates rarely; the old buffer
       // is freed first (cudaFree waits for the kernels that use it).
       const std::size_t doubled = std::min(2 * attention_workspace_.size(), cuda_detail::kAttentionWorkspaceCap);
+      synchronize();  // the ops issued before may still read the old workspace
       attention_workspace_ = cuda::DeviceBuffer();
       attention_workspace_ = cuda::DeviceBuffer(std::max(need, doubled));
+      ++workspace_generation_;
     }
-    cuda_detail::launch_attention(data(q), data(keys), data(values), m, start_position, shape, t, data(out),
-                                  attention_workspace_.bytes().data(), attention_workspace_.size(), 0);
+    cuda_detail::launch_attention(data(q), data(keys), data(values), m, int32s(positions), max_position, shape, t, data(out),
+                                  attention_workspace_.bytes().data(), attention_workspace_.size(), stream_);
   }
   void gated_activation(const Buffer& gate, const Buffer& up, std::int64_t count, Activation act, DType t,
                         Buffer& out) override {
     checks::gated_activation(buffer(gate), buffer(up), count, act, t, buffer(out));
-    cuda_detail::launch_gated_activation(data(gate), data(up), count, act, t, data(out), 0);
+    cuda_detail::launch_gated_activation(data(gate), data(up), count, act, t, data(out), stream_);
   }
   void add(const Buffer& a, const Buffer& b, std::int64_t count, DType t, Buffer& out) override {
     checks::elementwise("add", count, t, {&buffer(a), &buffer(b), &buffer(out)});
-    cuda_detail::launch_add(data(a), data(b), count, t, data(out), 0);
+    cuda_detail::launch_add(data(a), data(b), count, t, data(out), stream_);
   }
   void add_bias(Buffer& y, const Buffer& bias, std::int64_t m, std::int64_t n, DType t) override {
     checks::add_bias(buffer(y), buffer(bias), m, n, t);
-    cuda_detail::launch_add_bias(data(y), data(bias), m, n, t, 0);
+    cuda_detail::launch_add_bias(data(y), data(bias), m, n, t, stream_);
   }
   void scale(Buffer& x, std::int64_t count, float factor, DType t) override {
     checks::elementwise("scale", count, t, {&buffer(x)});
-    cuda_detail::launch_scale(data(x), count, factor, t, 0);
+    cuda_detail::launch_scale(data(x), count, factor, t, stream_);
   }
   void argmax(const Buffer& logits, std::int64_t m, std::int64_t n, DType t, Buffer& indices) override {
     checks::argmax(buffer(logits), m, n, t, buffer(indices));
-    cuda_detail::launch_argmax(data(logits), m, n, t, reinterpret_cast<std::int32_t*>(data(indices)), 0);
+    const std::size_t need = cuda_detail::argmax_workspace_bytes(m, n);
+    if (argmax_workspace_.size() < need) {
+      synchronize();
+      argmax_workspace_ = cuda::DeviceBuffer();
+      argmax_workspace_ = cuda::DeviceBuffer(need);
+      ++workspace_generation_;
+    }
+    cuda_detail::launch_argmax(data(logits), m, n, t, reinterpret_cast<std::int32_t*>(data(indices)),
+                               argmax_workspace_.bytes().data(), stream_);
   }
 
-  void synchronize() override { EXACTQ_CUDA_CHECK(cudaDeviceSynchronize()); }
+  void synchronize() override { EXACTQ_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+  std::unique_ptr<Timeline> timeline() override { return std::make_unique<EventTimeline>(stream_); }
+  std::unique_ptr<Buffer> view(Buffer& b, std::size_t offset, std::size_t bytes) override {
+    const std::span<std::byte> all = buffer(b).bytes();
+    if (offset > all.size() || bytes > all.size() - offset)
+      checks::fail("view", "[" + std::to_string(offset) + ", +" + std::to_string(bytes) + ") exceeds the buffer's " +
+                               std::to_string(all.size()) + " bytes");
+    return std::make_unique<CudaBuffer>(all.subspan(offset, bytes));
+  }
+  std::unique_ptr<Graph> capture(const std::function<void()>& issue) override {
+    const std::uint64_t generation = workspace_generation_;
+    EXACTQ_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    cudaGraph_t graph = nullptr;
+    try {
+      issue();
+    } catch (...) {
+      cudaStreamEndCapture(stream_, &graph);
+      if (graph) cudaGraphDestroy(graph);
+      throw;
+    }
+    EXACTQ_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    if (workspace_generation_ != generation) {  // a workspace grew inside: capture after an eager run
+      cudaGraphDestroy(graph);
+      throw std::logic_error("[exactq] a workspace grew while ops were captured; run them once first");
+    }
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    EXACTQ_CUDA_CHECK(status);
+    return std::make_unique<CudaGraph>(exec, generation);
+  }
+  bool replay(const Graph& g) override {
+    const auto& graph = own<const CudaGraph>(g, "graph");
+    if (graph.generation != workspace_generation_) return false;
+    EXACTQ_CUDA_CHECK(cudaGraphLaunch(graph.exec, stream_));
+    return true;
+  }
   const QmvOptions& options() const override { return options_; }
 
  private:
   QmvOptions options_;
+  cudaStream_t stream_ = nullptr;
+  std::uint64_t workspace_generation_ = 0;  // counts the reallocations of the workspaces below
+  // argmax's candidates per slice (argmax.cu), grown like attention's.
+  cuda::DeviceBuffer argmax_workspace_;
   // attention's chunk statistics (attention.cu): grown only when a call needs more than it holds,
   // so steady-state decode allocates nothing.
   cuda::DeviceBuffer attention_workspace_;

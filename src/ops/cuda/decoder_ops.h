@@ -21,23 +21,28 @@ void launch_embed_dense(const void* table, std::int64_t n, std::int64_t k, DType
                         std::int64_t m, void* out, cudaStream_t stream);
 void launch_rmsnorm(const void* x, const void* weight, std::int64_t rows, std::int64_t h, DType t, float eps,
                     bool one_plus_weight, void* y, cudaStream_t stream);
+// Positions are device memory (std::int32_t per row): see Backend::rope.
 void launch_rope(void* x, std::int64_t m, std::int64_t heads, std::int64_t head_dim, DType t,
-                 std::int64_t start_position, const std::uint64_t* steps, bool interleaved, cudaStream_t stream);
+                 const std::int32_t* positions, const std::uint64_t* steps, bool interleaved, cudaStream_t stream);
+void launch_write_rows(const void* rows, const std::int32_t* positions, std::int64_t m, std::size_t row_bytes,
+                       void* cache, std::int64_t cache_rows, cudaStream_t stream);
 // Attention runs split over key chunks (attention.cu): the chunks' statistics go through
 // `workspace`, device memory the caller owns. attention_workspace_bytes is what a call needs for
 // all its rows at once, at most kAttentionWorkspaceCap unless one row alone needs more; with less
 // (but at least one row's share) launch_attention runs the rows in slices, with the same bytes.
 inline constexpr std::size_t kAttentionWorkspaceCap = std::size_t(256) << 20;
-std::size_t attention_workspace_bytes(std::int64_t m, std::int64_t start_position, const AttentionShape& shape);
-void launch_attention(const void* q, const void* keys, const void* values, std::int64_t m, std::int64_t start_position,
-                      const AttentionShape& shape, DType t, void* out, void* workspace, std::size_t workspace_bytes,
-                      cudaStream_t stream);
+std::size_t attention_workspace_bytes(std::int64_t m, std::int64_t max_position, const AttentionShape& shape);
+void launch_attention(const void* q, const void* keys, const void* values, std::int64_t m,
+                      const std::int32_t* positions, std::int64_t max_position, const AttentionShape& shape, DType t,
+                      void* out, void* workspace, std::size_t workspace_bytes, cudaStream_t stream);
 void launch_gated_activation(const void* gate, const void* up, std::int64_t count, Activation act, DType t, void* out,
                              cudaStream_t stream);
 void launch_add(const void* a, const void* b, std::int64_t count, DType t, void* out, cudaStream_t stream);
 void launch_add_bias(void* y, const void* bias, std::int64_t m, std::int64_t n, DType t, cudaStream_t stream);
 void launch_scale(void* x, std::int64_t count, float factor, DType t, cudaStream_t stream);
-void launch_argmax(const void* logits, std::int64_t m, std::int64_t n, DType t, std::int32_t* indices,
+// Argmax runs in two kernels (argmax.cu) with a workspace of argmax_workspace_bytes between them.
+std::size_t argmax_workspace_bytes(std::int64_t m, std::int64_t n);
+void launch_argmax(const void* logits, std::int64_t m, std::int64_t n, DType t, std::int32_t* indices, void* workspace,
                    cudaStream_t stream);
 
 // Blocks for `count` items at `per_block` items a block.

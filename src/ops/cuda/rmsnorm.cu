@@ -1,34 +1,74 @@
-// RMSNorm on CUDA: a warp per row (order/norm.h): lane l sums x_i^2 for i = l, l + 32, ..., the
-// butterfly gives every lane the sum, and each lane writes its own elements. y may be x: a lane
-// writes only the elements it read, after the sum is complete.
+// RMSNorm on CUDA (order/norm.h): a block per row. Every thread stages the row into shared memory
+// as f32 (16-byte loads where the row allows), then warp 0 runs the order as written: lane l's fma
+// chain over x_l, x_{l+32}, ... from shared memory, the xor butterfly, r = rsqrt(S/H + eps). Every
+// thread then writes y_i = (x_i r) w'_i for its own elements. y may be x: every element of x is in
+// shared memory before the first write.
+#include <stdexcept>
+#include <string>
+
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/decoder_ops.h"
+#include "ops/cuda/row_io.cuh"
 #include "ops/cuda/warp_sum.cuh"
+#include "support/dispatch.h"
 
 namespace exactq::cuda_detail {
 
 namespace {
 
-__global__ void rmsnorm_kernel(const void* x, const void* weight, std::int64_t rows, std::int64_t h, DType t,
-                               float eps, bool one_plus_weight, void* y) {
-  const std::int64_t row = (std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
-  if (row >= rows) return;
-  const std::size_t base = std::size_t(row * h);
-  float acc = 0.0f;
-  for (std::int64_t i = lane; i < h; i += 32) acc = order::norm_lane_step(acc, load_f32(x, base + std::size_t(i), t));
-  const float r = order::norm_inverse_rms(warp_butterfly_sum(acc), int(h), eps);
-  for (std::int64_t i = lane; i < h; i += 32) {
-    const float w = order::norm_weight(load_f32(weight, std::size_t(i), t), one_plus_weight);
-    store_f32(y, base + std::size_t(i), t, order::norm_apply(load_f32(x, base + std::size_t(i), t), r, w));
+constexpr int kMaxThreads = 256;
+constexpr int kChainUnroll = 8;  // independent shared-memory loads in flight ahead of the fmas
+
+template <DType T>
+__global__ void __launch_bounds__(kMaxThreads) rmsnorm_kernel(const void* x, const void* weight, std::int64_t h,
+                                                              float eps, bool one_plus_weight, bool vectors, void* y) {
+  extern __shared__ float row[];  // h values
+  __shared__ float inverse_rms;
+  const std::size_t base = std::size_t(blockIdx.x) * std::size_t(h) * dtype_size(T);
+  stage_row<T>(static_cast<const std::byte*>(x) + base, h, vectors, row);
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    const int lane = int(threadIdx.x);
+    float acc = 0.0f;
+    std::int64_t i = lane;
+    for (; i + (kChainUnroll - 1) * 32 < h; i += kChainUnroll * 32) {
+      float v[kChainUnroll];
+#pragma unroll
+      for (int u = 0; u < kChainUnroll; ++u) v[u] = row[i + u * 32];
+#pragma unroll
+      for (int u = 0; u < kChainUnroll; ++u) acc = order::norm_lane_step(acc, v[u]);
+    }
+    for (; i < h; i += 32) acc = order::norm_lane_step(acc, row[i]);
+    const float r = order::norm_inverse_rms(warp_butterfly_sum(acc), int(h), eps);
+    if (lane == 0) inverse_rms = r;
   }
+  __syncthreads();
+  const float r = inverse_rms;
+  write_row<T>(static_cast<std::byte*>(y) + base, h, vectors, [&](std::int64_t i) {
+    return order::norm_apply(row[i], r, order::norm_weight(load_f32(weight, std::size_t(i), T), one_plus_weight));
+  });
 }
 
 }  // namespace
 
 void launch_rmsnorm(const void* x, const void* weight, std::int64_t rows, std::int64_t h, DType t, float eps,
                     bool one_plus_weight, void* y, cudaStream_t stream) {
-  rmsnorm_kernel<<<blocks_for(rows, kWarps), kThreads, 0, stream>>>(x, weight, rows, h, t, eps, one_plus_weight, y);
+  if (rows < 1) return;
+  const std::size_t shared = std::size_t(h) * sizeof(float);
+  dispatch_value<int(DType::f32), int(DType::f16), int(DType::bf16)>(int(t), "dtype", [&]<int D>() {
+    constexpr DType T = DType(D);
+    const auto kernel = rmsnorm_kernel<T>;
+    if (shared > 48 * 1024) {
+      if (shared > std::size_t(shared_memory_limits().per_block))
+        throw std::invalid_argument("[exactq] rmsnorm: a row of " + std::to_string(h) +
+                                    " values does not fit in one block's shared memory");
+      EXACTQ_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
+    }
+    const bool vectors = rows_vectorizable<T>(x, h) && rows_vectorizable<T>(y, h) && rows_vectorizable<T>(weight, h);
+    const std::int64_t per_thread = vectors ? kPerVector<T> : 1, items = (h + per_thread - 1) / per_thread;
+    const int threads = int(items >= kMaxThreads ? kMaxThreads : (items + 31) / 32 * 32);
+    kernel<<<unsigned(rows), threads, shared, stream>>>(x, weight, h, eps, one_plus_weight, vectors, y);
+  });
   EXACTQ_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -5,6 +5,8 @@
 // control that shows the comparison can fail.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <functional>
 #include <random>
@@ -34,6 +36,12 @@ struct Ops {
     Bytes out(b.size());
     backend->download(b, out);
     return out;
+  }
+  // Positions start, start + 1, ..., for m rows (std::int32_t, as the ops take them).
+  std::unique_ptr<Buffer> positions(std::int64_t start, std::int64_t m) {
+    std::vector<std::int32_t> p(static_cast<std::size_t>(m));
+    for (std::int64_t i = 0; i < m; ++i) p[std::size_t(i)] = std::int32_t(start + i);
+    return put(Bytes(reinterpret_cast<const std::byte*>(p.data()), reinterpret_cast<const std::byte*>(p.data() + m)));
   }
 };
 
@@ -145,11 +153,11 @@ TEST(DecoderOps, RopeRowsAreWidthInvariantAtAnyPosition) {
       const Bytes x = random_values(m * std::size_t(heads * d), t, 1.0f, rng);
       const std::size_t row = std::size_t(heads * d) * ref_size(t);
       auto xb = o.put(x);
-      o.backend->rope(*xb, std::int64_t(m), heads, d, t, start, *sb, interleaved);
+      o.backend->rope(*xb, std::int64_t(m), heads, d, t, *o.positions(start, std::int64_t(m)), *sb, interleaved);
       const Bytes block = o.get(*xb);
       EXPECT_EQ(rows_differing(m, row, block, [&](std::size_t i) {
                   auto xi = o.put(slice(x, i, row));
-                  o.backend->rope(*xi, 1, heads, d, t, start + std::int64_t(i), *sb, interleaved);
+                  o.backend->rope(*xi, 1, heads, d, t, *o.positions(start + std::int64_t(i), 1), *sb, interleaved);
                   return o.get(*xi);
                 }), 0u) << "start " << start;
       if (m > 1 && start > 100000)  // control: the f32 angle float(p) * w (a GPU's usual shortcut) when M > 1
@@ -197,13 +205,14 @@ TEST(DecoderOps, AttentionRowsAreWidthInvariantAndReadNoLaterKey) {
       const Bytes q = random_values(m * std::size_t(heads * d), t, 2.0f, rng);
       const std::size_t row = std::size_t(heads * d) * ref_size(t);
       auto qb = o.put(q), kb = o.put(k), vb = o.put(v), out = o.put(Bytes(q.size()));
-      o.backend->attention(*qb, *kb, *vb, std::int64_t(m), start, shape, t, *out);
+      o.backend->attention(*qb, *kb, *vb, std::int64_t(m), *o.positions(start, std::int64_t(m)), positions - 1, shape, t, *out);
       const Bytes block = o.get(*out);
       for (std::size_t i = 0; i < block.size() / ref_size(t); ++i)
         ASSERT_TRUE(std::isfinite(ref_load(block.data(), i, t))) << "a poisoned key or value was read";
       EXPECT_EQ(rows_differing(m, row, block, [&](std::size_t i) {
                   auto qi = o.put(slice(q, i, row)), oi = o.put(Bytes(row));
-                  o.backend->attention(*qi, *kb, *vb, 1, start + std::int64_t(i), shape, t, *oi);
+                  const std::int64_t p = start + std::int64_t(i);  // the bound: its own position
+                  o.backend->attention(*qi, *kb, *vb, 1, *o.positions(p, 1), p, shape, t, *oi);
                   return o.get(*oi);
                 }), 0u) << "start " << start << " window " << window;
       if (m > 1 && start > 20)  // control: chunks of ceil(length / 4), a split count, when M > 1
@@ -226,6 +235,53 @@ TEST(DecoderOps, AttentionRowsAreWidthInvariantAndReadNoLaterKey) {
 
 // The elementwise ops, the embedding and argmax: rows are independent by construction; the block
 // vs chain comparison holds, and a variant that rounds differently when M > 1 is caught.
+// The cache write puts row i at positions[i] and touches nothing else; positions out of range are
+// refused by every op that takes them, naming the value, before anything is written.
+TEST(DecoderOps, WriteRowsAndPositionsOutOfRange) {
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  Ops o;
+  const std::size_t row = 8 + rng() % 100, cache_rows = 20 + rng() % 20, m = 1 + rng() % 8;
+  Bytes cache(row * cache_rows), rows(row * m);
+  for (auto& b : cache) b = std::byte(rng());
+  for (auto& b : rows) b = std::byte(rng());
+  std::vector<std::int32_t> at(m);
+  for (std::size_t i = 0; i < m; ++i) at[i] = std::int32_t((i * 7 + rng() % 3 * m) % cache_rows);
+  std::sort(at.begin(), at.end());
+  at.erase(std::unique(at.begin(), at.end()), at.end());
+  const std::size_t n = at.size();
+  const Bytes at_bytes(reinterpret_cast<const std::byte*>(at.data()), reinterpret_cast<const std::byte*>(at.data() + n));
+  auto cb = o.put(cache), rb = o.put(rows), pb = o.put(at_bytes);
+  o.backend->write_rows(*rb, *pb, std::int64_t(n), row, *cb);
+  Bytes expected = cache;
+  for (std::size_t i = 0; i < n; ++i)
+    std::copy_n(rows.begin() + std::ptrdiff_t(i * row), row, expected.begin() + std::ptrdiff_t(std::size_t(at[i]) * row));
+  EXPECT_EQ(o.get(*cb), expected);
+  EXPECT_NE(expected, cache) << "the control: the write changed the cache";
+
+  const Bytes written = o.get(*cb);
+  for (std::int32_t bad : {std::int32_t(-1), std::int32_t(cache_rows)}) {
+    std::vector<std::int32_t> p(at);
+    p.back() = bad;
+    auto bb = o.put(Bytes(reinterpret_cast<const std::byte*>(p.data()), reinterpret_cast<const std::byte*>(p.data() + n)));
+    try {
+      o.backend->write_rows(*rb, *bb, std::int64_t(n), row, *cb);
+      ADD_FAILURE() << "position " << bad << " was taken";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(std::to_string(bad)), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(o.get(*cb), written) << "nothing written";
+    const AttentionShape shape{1, 1, 8, 1.0f, 0};
+    auto q = o.put(Bytes(16 * n)), keys = o.put(Bytes(16 * cache_rows)), out = o.put(Bytes(16 * n));
+    EXPECT_THROW(o.backend->attention(*q, *keys, *keys, std::int64_t(n), *bb, std::int64_t(cache_rows) - 1, shape,
+                                      DType::bf16, *out),
+                 std::invalid_argument);
+    auto steps = o.put(Bytes(4 * sizeof(std::uint64_t)));
+    if (bad < 0) EXPECT_THROW(o.backend->rope(*q, std::int64_t(n), 1, 8, DType::bf16, *bb, *steps, false), std::invalid_argument);
+  }
+}
+
 TEST(DecoderOps, ElementwiseEmbeddingAndArgmaxRowsAreWidthInvariant) {
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));

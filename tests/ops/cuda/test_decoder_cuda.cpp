@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <string>
 
 #include "engine/decoder_fixture.h"
@@ -50,6 +51,18 @@ struct Both {
     return out;
   }
 };
+
+// Positions as the ops take them: std::int32_t per row.
+Bytes positions_of(const std::vector<std::int32_t>& p) {
+  Bytes b(p.size() * sizeof(std::int32_t));
+  std::memcpy(b.data(), p.data(), b.size());
+  return b;
+}
+Bytes consecutive_positions(std::int64_t start, std::int64_t m) {
+  std::vector<std::int32_t> p(static_cast<std::size_t>(m));
+  for (std::int64_t i = 0; i < m; ++i) p[std::size_t(i)] = std::int32_t(start + i);
+  return positions_of(p);
+}
 
 // x with value i set to v: an input change the comparison must see.
 Bytes poked(Bytes x, std::size_t i, DType t, float v) {
@@ -93,21 +106,26 @@ TEST(CudaDecoderOps, EveryOpGivesTheCpuBytes) {
     Bytes steps_bytes(steps.size() * 8);
     std::memcpy(steps_bytes.data(), steps.data(), steps_bytes.size());
     const Bytes qx = random_values(std::size_t(m * heads * d), t, 1.0f, rng);
-    for (bool interleaved : {false, true}) {
-      const auto [cpu_r, cuda_r] =
-          both.run({qx, steps_bytes}, 0, [&](Backend& b, auto& v) { b.rope(*v[0], m, heads, d, t, start, *v[1], interleaved); });
-      EXPECT_EQ(cpu_r, cuda_r) << "rope start " << start;
-    }
+    std::vector<std::int32_t> scattered(static_cast<std::size_t>(m));  // rows at any positions, in any order
+    for (auto& x : scattered) x = std::int32_t(rng() % 100000);
+    for (bool interleaved : {false, true})
+      for (const Bytes& at : {consecutive_positions(start, m), positions_of(scattered)}) {
+        const auto [cpu_r, cuda_r] = both.run(
+            {qx, steps_bytes, at}, 0, [&](Backend& b, auto& v) { b.rope(*v[0], m, heads, d, t, *v[2], *v[1], interleaved); });
+        EXPECT_EQ(cpu_r, cuda_r) << "rope start " << start;
+      }
 
     const std::int64_t positions = start + m;
     const Bytes keys = random_values(std::size_t(positions * kv * d), t, 1.0f, rng);
     const Bytes values = random_values(keys.size() / ref_size(t), t, 1.0f, rng);
     for (std::int64_t window : {std::int64_t(0), 1 + std::int64_t(rng() % 200)}) {
       const AttentionShape shape{heads, kv, d, order::attention_scale(double(d)), window};
-      auto attend = [&](Backend& b, auto& v) { b.attention(*v[0], *v[1], *v[2], m, start, shape, t, *v[3]); };
-      const auto [cpu_a, cuda_a] = both.run({qx, keys, values, Bytes(qx.size())}, 3, attend);
+      auto attend = [&](Backend& b, auto& v) { b.attention(*v[0], *v[1], *v[2], m, *v[4], start + m - 1, shape, t, *v[3]); };
+      const Bytes at = consecutive_positions(start, m);
+      const auto [cpu_a, cuda_a] = both.run({qx, keys, values, Bytes(qx.size()), at}, 3, attend);
       EXPECT_EQ(cpu_a, cuda_a) << "attention start " << start << " window " << window;
-      controls += both.run({qx, keys, poked(values, std::size_t(start * kv * d), t, 1000.0f), Bytes(qx.size())}, 3, attend).second != cpu_a;
+      controls += both.run({qx, keys, poked(values, std::size_t(start * kv * d), t, 1000.0f), Bytes(qx.size()), at}, 3,
+                           attend).second != cpu_a;
     }
 
     const std::int64_t count = m * n;
@@ -142,20 +160,74 @@ TEST(CudaDecoderOps, EveryOpGivesTheCpuBytes) {
   EXPECT_EQ(controls, 3 * 3u) << "a changed input must change the compared bytes";
 }
 
+// RMSNorm and argmax at the sizes of real models, where the CUDA kernels take their other paths:
+// rows staged in 16-byte vectors (h a multiple of 8) or element by element, a row past 48 KB of
+// shared memory (h = 16384 in f32), many small rows (per-head q/k norms), y the same buffer as x;
+// argmax over vocabularies of many slices, with the largest value tied across slices (the lowest
+// index must win), NaNs, -inf and an all-NaN row (index 0). Controls: a changed input changes the
+// bytes of each.
+TEST(CudaDecoderOps, NormAndArgmaxAtModelSizes) {
+  REQUIRE_CUDA_BACKEND();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  Both both;
+  int controls = 0, cases = 0;
+  for (DType t : kTypes) {
+    SCOPED_TRACE(dtype_name(t));
+    const std::pair<std::int64_t, std::int64_t> shapes[] = {{1, 4096}, {3, 3840}, {2, 5120}, {32, 128}, {5, 4093},
+                                                            {1, 16384}, {7, 264}};
+    for (const auto& [rows, h] : shapes) {
+      const Bytes x = random_values(std::size_t(rows * h), t, 4.0f, rng), w = random_values(std::size_t(h), t, 1.0f, rng);
+      for (bool in_place : {false, true}) {
+        auto norm = [&, in_place](Backend& b, auto& v) { b.rmsnorm(*v[0], *v[1], rows, h, t, 1e-5f, true, in_place ? *v[0] : *v[2]); };
+        const std::size_t out = in_place ? 0 : 2;
+        const auto [c1, c2] = both.run({x, w, Bytes(x.size())}, out, norm);
+        EXPECT_EQ(c1, c2) << "rmsnorm " << rows << "x" << h << (in_place ? " in place" : "");
+        controls += both.run({poked(x, std::size_t(rows * h - 1), t, 100.0f), w, Bytes(x.size())}, out, norm).second != c1;
+        ++cases;
+      }
+    }
+    for (std::int64_t n : {std::int64_t(128256), std::int64_t(262208), std::int64_t(151937), std::int64_t(2049)}) {
+      const std::int64_t m = 3;
+      Bytes logits = random_values(std::size_t(m * n), t, 8.0f, rng);
+      const std::int64_t a = std::int64_t(rng() % std::uint64_t(n / 2)), b = n / 2 + std::int64_t(rng() % std::uint64_t(n / 2));
+      ref_store(logits.data(), std::size_t(b), t, 60.0f);  // row 0: a tie across slices, the lower index must win
+      ref_store(logits.data(), std::size_t(a), t, 60.0f);
+      const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+      for (std::int64_t j = 0; j < n; j += 97) ref_store(logits.data(), std::size_t(n + j), t, j % 2 ? nan : -inf);
+      for (std::int64_t j = 0; j < n; ++j) ref_store(logits.data(), std::size_t(2 * n + j), t, nan);  // row 2: all NaN
+      auto argmax = [&](Backend& bk, auto& v) { bk.argmax(*v[0], m, n, t, *v[1]); };
+      const auto [i1, i2] = both.run({logits, Bytes(std::size_t(m) * 4)}, 1, argmax);
+      EXPECT_EQ(i1, i2) << "argmax n " << n;
+      std::int32_t first = -1;
+      std::memcpy(&first, i2.data(), 4);
+      EXPECT_EQ(first, a) << "the lowest of two equal maxima";
+      Bytes moved = logits;
+      ref_store(moved.data(), std::size_t(a), t, 0.0f);
+      const auto other = both.run({moved, Bytes(std::size_t(m) * 4)}, 1, argmax).second;
+      controls += other != i2;
+      ++cases;
+    }
+  }
+  EXPECT_EQ(controls, cases) << "a changed input must change the compared bytes";
+}
+
 // launch_attention called directly with a workspace of `workspace_bytes`, filled with NaN bytes
 // first (a chunk slot read before it is written would show).
 Bytes attention_with_workspace(const Bytes& q, const Bytes& keys, const Bytes& values, std::int64_t m,
-                               std::int64_t start, const AttentionShape& shape, DType t, std::size_t workspace_bytes) {
+                               std::int64_t start, std::int64_t bound, const AttentionShape& shape, DType t,
+                               std::size_t workspace_bytes) {
   auto put = [](const Bytes& host) {
     cuda::DeviceBuffer d(host.size());
     d.upload(host);
     return d;
   };
-  const cuda::DeviceBuffer qd = put(q), kd = put(keys), vd = put(values);
+  const cuda::DeviceBuffer qd = put(q), kd = put(keys), vd = put(values), at = put(consecutive_positions(start, m));
   cuda::DeviceBuffer out(q.size()), workspace(workspace_bytes);
   workspace.fill(0xff);
-  cuda_detail::launch_attention(qd.bytes().data(), kd.bytes().data(), vd.bytes().data(), m, start, shape, t,
-                                out.bytes().data(), workspace.bytes().data(), workspace.size(), nullptr);
+  cuda_detail::launch_attention(qd.bytes().data(), kd.bytes().data(), vd.bytes().data(), m,
+                                reinterpret_cast<const std::int32_t*>(at.bytes().data()), bound, shape, t, out.bytes().data(), workspace.bytes().data(), workspace.size(), nullptr);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   Bytes host(q.size());
   out.download(host);
@@ -214,20 +286,23 @@ TEST(CudaDecoderOps, AttentionSplitOverChunksGivesTheCpuBytes) {
               ref_store(k.data(), at, t, poison[at % 4]);
               ref_store(v.data(), at, t, poison[(at + 1) % 4]);
             }
-        auto attend = [&](Backend& b, auto& x) { b.attention(*x[0], *x[1], *x[2], m, start, shape, t, *x[3]); };
-        const auto [cpu_a, cuda_a] = both.run({q, k, v, Bytes(q.size())}, 3, attend);
+        // The bound of the grid: the last row, or anywhere up to the cache's end (no byte changes).
+        const std::int64_t bound = rng() % 2 ? last : last + std::int64_t(rng() % std::uint64_t(positions - last));
+        auto attend = [&](Backend& b, auto& x) { b.attention(*x[0], *x[1], *x[2], m, *x[4], bound, shape, t, *x[3]); };
+        const Bytes at = consecutive_positions(start, m);
+        const auto [cpu_a, cuda_a] = both.run({q, k, v, Bytes(q.size()), at}, 3, attend);
         ASSERT_TRUE(cpu_a == cuda_a) << "attention: " << differing_bytes(cpu_a, cuda_a) << " bytes differ";
         std::size_t non_finite = 0;
         for (std::size_t i = 0; i < cuda_a.size() / ref_size(t); ++i) non_finite += !std::isfinite(ref_load(cuda_a.data(), i, t));
         EXPECT_EQ(non_finite, 0u) << "a poisoned key or value was read";
 
         if (window == cut) {  // slices of 1 to 3 rows through a small workspace, and one too small
-          const std::size_t per_row = cuda_detail::attention_workspace_bytes(1, last, shape);
+          const std::size_t per_row = cuda_detail::attention_workspace_bytes(1, bound, shape);
           const std::size_t rows = 1 + rng() % 3;
-          const Bytes sliced = attention_with_workspace(q, k, v, m, start, shape, t, rows * per_row);
+          const Bytes sliced = attention_with_workspace(q, k, v, m, start, bound, shape, t, rows * per_row);
           EXPECT_TRUE(cpu_a == sliced) << rows << " rows a slice: " << differing_bytes(cpu_a, sliced) << " bytes differ";
           if (!refused) {
-            EXPECT_THROW(attention_with_workspace(q, k, v, m, start, shape, t, per_row - 1), std::invalid_argument);
+            EXPECT_THROW(attention_with_workspace(q, k, v, m, start, bound, shape, t, per_row - 1), std::invalid_argument);
             refused = true;
           }
         }
@@ -244,7 +319,7 @@ TEST(CudaDecoderOps, AttentionSplitOverChunksGivesTheCpuBytes) {
             ref_store(aligned.data(), std::size_t(j * kv * d + i), t,
                       4.0f * ref_load(q.data(), std::size_t((m - 1) * heads * d + i), t));
           ++pokes;
-          poke_controls += Both::on(*both.cuda, {q, aligned, v, Bytes(q.size())}, 3, attend) != cpu_a;
+          poke_controls += Both::on(*both.cuda, {q, aligned, v, Bytes(q.size()), at}, 3, attend) != cpu_a;
         }
         if (t == DType::f32 && window == 0 && start > 1000) {  // another chunking, head 0 of each row
           const std::size_t row = std::size_t(heads * d);
@@ -314,6 +389,56 @@ TEST_P(CudaDecoder, LogitsEqualTheCpuAndBlocksEqualSteps) {
     differs = logits_of(steps, other, true) != logits_of(block, other, false);
   }
   EXPECT_TRUE(differs) << "the negative control: qmv_wide's blocks must round differently";
+}
+
+// Captured steps (CUDA graphs) against the same ops issued one by one: every architecture, widths
+// 1 to 16 in a random order, each width run often enough to be captured and replayed, starts that
+// cross chunk boundaries and attention bounds, workspaces that grow in between (graphs captured
+// before are then captured again). Control: a changed token in one forward changes its logits.
+TEST_P(CudaDecoder, CapturedStepsEqualEagerOps) {
+  REQUIRE_CUDA_BACKEND();
+  const DecoderCase& c = GetParam();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  TempDir dir;
+  const Checkpoint ck = write_decoder_case(c, dir.path, rng);
+  auto cuda = make_cuda_backend();
+  DecoderOptions captured{KernelFamily::exact, 512}, eager = captured;
+  eager.graphs = false;
+  Decoder g(*cuda, ck, captured), e(*cuda, ck, eager);
+  const std::int64_t vocab = ck.config().vocab_size;
+  auto prompt = random_tokens(40 + rng() % 30, vocab, rng);
+  g.forward(prompt, 0, Decoder::Rows::last);
+  e.forward(prompt, 0, Decoder::Rows::last);
+  ASSERT_EQ(g.logits(), e.logits());
+  int compared = 0, controls = 0;
+  while (g.length() < 400) {
+    const std::int64_t width = 1 + std::int64_t(rng() % 16);
+    const auto tokens = random_tokens(std::size_t(width), vocab, rng);
+    for (int repeat = 0; repeat < 3 && g.length() + width <= 512; ++repeat) {
+      // Verify-like: run a block, then roll back to its middle now and then, as speculation does.
+      const std::int64_t start = g.length();
+      const auto rows = rng() % 4 ? Decoder::Rows::all : Decoder::Rows::last;
+      g.forward(tokens, start, rows);
+      e.forward(tokens, start, rows);
+      const auto expected = e.logits();
+      ASSERT_TRUE(g.logits() == expected) << "width " << width << " at " << start;
+      ++compared;
+      if (compared % 17 == 0) {
+        auto other = tokens;
+        other[0] = (other[0] + 1) % std::int32_t(vocab);
+        e.forward(other, start, rows);
+        controls += e.logits() != expected;
+        e.forward(tokens, start, rows);
+      }
+      const std::int64_t keep = start + 1 + std::int64_t(rng() % std::uint64_t(width));
+      g.truncate(keep);
+      e.truncate(keep);
+    }
+  }
+  EXPECT_GT(compared, 30);
+  EXPECT_EQ(controls, compared / 17) << "a changed token must change the logits";
 }
 
 INSTANTIATE_TEST_SUITE_P(All, CudaDecoder, ::testing::ValuesIn(decoder_cases()), [](const auto& info) { return info.param.name(); });

@@ -73,9 +73,12 @@ class ProfiledBackend final : public Backend {
   std::unique_ptr<Buffer> view(Buffer& b, std::size_t offset, std::size_t bytes) override {
     return inner_.view(b, offset, bytes);
   }
-  // The timeline sees each op as it is issued: nothing is captured, every op runs eagerly.
-  std::unique_ptr<Graph> capture(const std::function<void()>&) override { return nullptr; }
-  bool replay(const Graph&) override { return false; }
+  // While recording, the timeline must see each op as it is issued: nothing is captured or
+  // replayed then, and the caller issues the ops themselves. Otherwise graphs are the inner's.
+  std::unique_ptr<Graph> capture(const std::function<void()>& issue) override {
+    return recording_ ? nullptr : inner_.capture(issue);
+  }
+  bool replay(const Graph& graph) override { return !recording_ && inner_.replay(graph); }
   const QmvOptions& options() const override { return inner_.options(); }
 
  private:

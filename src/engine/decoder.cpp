@@ -143,7 +143,6 @@ struct Decoder::State {
     std::map<std::pair<int, std::int64_t>, Step> steps;
   };
   std::map<std::int64_t, Plan> plans;
-  bool graphs = true;  // false once the backend has shown it captures nothing (the CPU)
 
   Plan& plan(std::int64_t m) {
     Plan& p = plans[m];
@@ -330,20 +329,15 @@ void Decoder::forward(std::span<const std::int32_t> tokens, std::int64_t start, 
   s.backend.upload(*plan.inputs, std::as_bytes(std::span(inputs)));
   const std::int64_t bound = s.attention_bound(start + m - 1);
   const std::function<void()> issue = [&] { s.issue_forward(m, plan, bound, rows); };
-  if (!s.tracer && s.graphs && s.options.graphs) {
+  if (!s.tracer && s.options.graphs) {
     State::Plan::Step& step = plan.steps[{int(rows), bound}];
-    if (!(step.graph && s.backend.replay(*step.graph))) {
-      if (++step.seen < 2) {  // the first forward of its kind runs as it comes (and grows any workspace)
-        issue();
-      } else {
-        step.graph = s.backend.capture(issue);
-        if (step.graph) {
-          if (!s.backend.replay(*step.graph)) issue();
-        } else {
-          s.graphs = false;
-          issue();
-        }
-      }
+    if (step.graph && s.backend.replay(*step.graph)) {
+      // replayed
+    } else if (++step.seen < 2) {  // the first forward of its kind runs as it comes (and grows any workspace)
+      issue();
+    } else {  // captured (nullptr where the backend runs ops as they come), then replayed
+      step.graph = s.backend.capture(issue);
+      if (!(step.graph && s.backend.replay(*step.graph))) issue();
     }
   } else {
     issue();

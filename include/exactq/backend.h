@@ -115,6 +115,10 @@ class Backend {
   // bytes [from_offset, from_offset + bytes) of `from` to `to` at to_offset (ranges may not overlap).
   virtual void copy(const Buffer& from, std::size_t from_offset, Buffer& to, std::size_t to_offset,
                     std::size_t bytes) = 0;
+  // `rows` rows of row_bytes: row i from from_offset + i * from_pitch to to_offset + i * to_pitch
+  // (the columns of a wider matrix, such as one projection's share of a fused projection's rows).
+  virtual void copy_rows(const Buffer& from, std::size_t from_offset, std::size_t from_pitch, Buffer& to,
+                         std::size_t to_offset, std::size_t to_pitch, std::size_t row_bytes, std::int64_t rows) = 0;
   // y = W x for m vectors (x [m, k], y [m, n], in w's dtype), order/dense.h.
   virtual void dense_mv(const DenseMatrix& w, const Buffer& x, std::int64_t m, Buffer& y) = 0;
   // out[i] = row tokens[i] of the table, dequantized (order/elementwise.h) or copied: [m, k].

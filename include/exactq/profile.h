@@ -51,6 +51,8 @@ class ProfiledBackend final : public Backend {
     return inner_.load_dense(t, n, k, weight);
   }
   void copy(const Buffer& from, std::size_t from_offset, Buffer& to, std::size_t to_offset, std::size_t bytes) override;
+  void copy_rows(const Buffer& from, std::size_t from_offset, std::size_t from_pitch, Buffer& to, std::size_t to_offset,
+                 std::size_t to_pitch, std::size_t row_bytes, std::int64_t rows) override;
   void dense_mv(const DenseMatrix& w, const Buffer& x, std::int64_t m, Buffer& y) override;
   void embed(const Matrix& table, const Buffer& tokens, std::int64_t m, Buffer& out) override;
   void embed(const DenseMatrix& table, const Buffer& tokens, std::int64_t m, Buffer& out) override;

@@ -72,6 +72,25 @@ void copy(const Buffer& from, std::size_t from_offset, const Buffer& to, std::si
     fail("copy", "source and destination ranges overlap");
 }
 
+void copy_rows(const Buffer& from, std::size_t from_offset, std::size_t from_pitch, const Buffer& to,
+               std::size_t to_offset, std::size_t to_pitch, std::size_t row_bytes, std::int64_t rows) {
+  in_range("copy_rows", "rows", rows, 1, kMaxRows);
+  if (from_pitch < row_bytes || to_pitch < row_bytes)
+    fail("copy_rows", "a pitch (" + std::to_string(from_pitch) + ", " + std::to_string(to_pitch) + ") is below the row's " +
+                          std::to_string(row_bytes) + " bytes");
+  // The last row's end; the rows before it lie below it.
+  const std::size_t span_from = bytes_of("copy_rows", rows - 1, from_pitch) + row_bytes;
+  const std::size_t span_to = bytes_of("copy_rows", rows - 1, to_pitch) + row_bytes;
+  if (from_offset > from.size() || span_from > from.size() - from_offset)
+    fail("copy_rows", "the source rows end past its " + std::to_string(from.size()) + " bytes");
+  if (to_offset > to.size() || span_to > to.size() - to_offset)
+    fail("copy_rows", "the destination rows end past its " + std::to_string(to.size()) + " bytes");
+  const std::uintptr_t source = reinterpret_cast<std::uintptr_t>(from.bytes().data()) + from_offset;
+  const std::uintptr_t destination = reinterpret_cast<std::uintptr_t>(to.bytes().data()) + to_offset;
+  if (source < destination + span_to && destination < source + span_from)
+    fail("copy_rows", "source and destination overlap");
+}
+
 void embed(std::int64_t n, std::int64_t k, DType t, const Buffer& tokens, std::int64_t m, const Buffer& out) {
   in_range("embed", "M", m, 1, kMaxRows);
   holds("embed", "tokens", tokens, bytes_of("embed", m, sizeof(std::int32_t)));

@@ -25,6 +25,8 @@ void gated_activation(const Buffer& gate, const Buffer& up, std::int64_t count, 
                       const Buffer& out);
 void dense_mv(const DenseMatrix& w, const Buffer& x, std::int64_t m, const Buffer& y);
 void copy(const Buffer& from, std::size_t from_offset, const Buffer& to, std::size_t to_offset, std::size_t bytes);
+void copy_rows(const Buffer& from, std::size_t from_offset, std::size_t from_pitch, const Buffer& to,
+               std::size_t to_offset, std::size_t to_pitch, std::size_t row_bytes, std::int64_t rows);
 void embed(std::int64_t n, std::int64_t k, DType t, const Buffer& tokens, std::int64_t m, const Buffer& out);
 void rmsnorm(const Buffer& x, const Buffer& weight, std::int64_t rows, std::int64_t h, DType t, float eps,
              const Buffer& y);

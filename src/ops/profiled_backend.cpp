@@ -88,6 +88,12 @@ void ProfiledBackend::copy(const Buffer& from, std::size_t from_offset, Buffer& 
   inner_.copy(from, from_offset, to, to_offset, bytes);
   record("copy", fmt::format("{} B", bytes), 2 * std::uint64_t(bytes), t0);
 }
+void ProfiledBackend::copy_rows(const Buffer& from, std::size_t from_offset, std::size_t from_pitch, Buffer& to,
+                                std::size_t to_offset, std::size_t to_pitch, std::size_t row_bytes, std::int64_t rows) {
+  const auto t0 = Clock::now();
+  inner_.copy_rows(from, from_offset, from_pitch, to, to_offset, to_pitch, row_bytes, rows);
+  record("copy_rows", fmt::format("{} rows of {} B", rows, row_bytes), 2 * std::uint64_t(rows) * row_bytes, t0);
+}
 void ProfiledBackend::dense_mv(const DenseMatrix& w, const Buffer& x, std::int64_t m, Buffer& y) {
   const auto t0 = Clock::now();
   inner_.dense_mv(w, x, m, y);

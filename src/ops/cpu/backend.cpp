@@ -186,6 +186,13 @@ class CpuBackend final : public Backend {
     checks::copy(own(from), from_offset, own(to), to_offset, bytes);
     if (bytes > 0) std::memcpy(data(to) + to_offset, data(from) + from_offset, bytes);
   }
+  void copy_rows(const Buffer& from, std::size_t from_offset, std::size_t from_pitch, Buffer& to, std::size_t to_offset,
+                 std::size_t to_pitch, std::size_t row_bytes, std::int64_t rows) override {
+    checks::copy_rows(own(from), from_offset, from_pitch, own(to), to_offset, to_pitch, row_bytes, rows);
+    for (std::int64_t i = 0; i < rows; ++i)
+      std::memcpy(data(to) + to_offset + std::size_t(i) * to_pitch, data(from) + from_offset + std::size_t(i) * from_pitch,
+                  row_bytes);
+  }
   void dense_mv(const DenseMatrix& w, const Buffer& x, std::int64_t m, Buffer& y) override {
     checks::dense_mv(own(w), own(x), m, own(y));
     cpu::dense_mv(own(w).weights(), data(x), m, data(y), options_.threads);

@@ -329,6 +329,12 @@ class CudaBackend final : public Backend {
     if (bytes > 0)
       EXACTQ_CUDA_CHECK(cudaMemcpyAsync(data(to) + to_offset, data(from) + from_offset, bytes, cudaMemcpyDeviceToDevice, stream_));
   }
+  void copy_rows(const Buffer& from, std::size_t from_offset, std::size_t from_pitch, Buffer& to, std::size_t to_offset,
+                 std::size_t to_pitch, std::size_t row_bytes, std::int64_t rows) override {
+    checks::copy_rows(buffer(from), from_offset, from_pitch, buffer(to), to_offset, to_pitch, row_bytes, rows);
+    EXACTQ_CUDA_CHECK(cudaMemcpy2DAsync(data(to) + to_offset, to_pitch, data(from) + from_offset, from_pitch, row_bytes,
+                                        std::size_t(rows), cudaMemcpyDeviceToDevice, stream_));
+  }
   void dense_mv(const DenseMatrix& w, const Buffer& x, std::int64_t m, Buffer& y) override {
     const auto& d = own<const CudaDenseMatrix>(w, "dense matrix");
     checks::dense_mv(d, buffer(x), m, buffer(y));

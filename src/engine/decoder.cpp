@@ -62,6 +62,8 @@ struct Decoder::State {
   // Activations for up to `capacity` rows.
   std::int64_t capacity = 0;
   std::unique_ptr<Buffer> h, xn, q, k, v, attn, o, gate, up, down, logits, indices;
+  // The stacked projections' outputs, and at M = 1 the parts as views of them (no copy).
+  std::unique_ptr<Buffer> qkv, gate_up, q1, k1, v1, gate1, up1;
   std::int64_t logits_rows = 0;
   Tracer tracer;
 
@@ -115,6 +117,18 @@ struct Decoder::State {
     up = alloc(m * c.intermediate_size, e);
     down = alloc(m * c.hidden_size, e);
     logits = alloc(m * vocab, e);
+    const bool stacked_qkv = !w.layers.empty() && w.layers[0].qkv.q, stacked_gate_up = !w.layers.empty() && w.layers[0].gate_up.q;
+    if (stacked_qkv) {
+      qkv = alloc(m * (c.q_dim() + 2 * c.kv_dim()), e);
+      q1 = backend.view(*qkv, 0, std::size_t(c.q_dim()) * e);
+      k1 = backend.view(*qkv, std::size_t(c.q_dim()) * e, std::size_t(c.kv_dim()) * e);
+      v1 = backend.view(*qkv, std::size_t(c.q_dim() + c.kv_dim()) * e, std::size_t(c.kv_dim()) * e);
+    }
+    if (stacked_gate_up) {
+      gate_up = alloc(m * 2 * c.intermediate_size, e);
+      gate1 = backend.view(*gate_up, 0, std::size_t(c.intermediate_size) * e);
+      up1 = backend.view(*gate_up, std::size_t(c.intermediate_size) * e, std::size_t(c.intermediate_size) * e);
+    }
     capacity = m;
     for (auto& [width, p] : plans) p.steps.clear();  // their graphs hold the old buffers
   }
@@ -125,6 +139,18 @@ struct Decoder::State {
     else
       backend.dense_mv(*l.dense, x, m, y);
     if (l.bias) backend.add_bias(y, *l.bias, m, l.n, t);
+  }
+
+  // A stacked projection's output [m, sum of widths] split into the parts' buffers [m, width] (at
+  // M = 1 the parts are views of it instead: q1, k1, v1, gate1, up1).
+  void split(Buffer& stacked, std::int64_t m, std::initializer_list<std::pair<Buffer*, std::int64_t>> parts) {
+    std::int64_t total = 0;
+    for (const auto& [b, width] : parts) total += width;
+    std::size_t offset = 0;
+    for (const auto& [b, width] : parts) {
+      backend.copy_rows(stacked, offset, std::size_t(total) * e, *b, 0, std::size_t(width) * e, std::size_t(width) * e, m);
+      offset += std::size_t(width) * e;
+    }
   }
 
   void norm(const Buffer& x, const Buffer& weight, std::int64_t rows, std::int64_t width, Buffer& y) {
@@ -173,29 +199,38 @@ struct Decoder::State {
 
     norm(*h, *L.input_norm, m, H, *xn);
     trace(at, "input_norm", *xn, m, H);
-    linear(L.q_proj, *xn, m, *q);
-    trace(at, "q_proj", *q, m, Q);
-    linear(L.k_proj, *xn, m, *k);
-    trace(at, "k_proj", *k, m, KV);
-    linear(L.v_proj, *xn, m, *v);
-    trace(at, "v_proj", *v, m, KV);
+    Buffer *qb = q.get(), *kb = k.get(), *vb = v.get();
+    if (L.qkv.q) {
+      linear(L.qkv, *xn, m, *qkv);
+      if (m == 1)
+        qb = q1.get(), kb = k1.get(), vb = v1.get();
+      else
+        split(*qkv, m, {{qb, Q}, {kb, KV}, {vb, KV}});
+    } else {
+      linear(L.q_proj, *xn, m, *qb);
+      linear(L.k_proj, *xn, m, *kb);
+      linear(L.v_proj, *xn, m, *vb);
+    }
+    trace(at, "q_proj", *qb, m, Q);
+    trace(at, "k_proj", *kb, m, KV);
+    trace(at, "v_proj", *vb, m, KV);
     if (c.qk_norm) {
-      norm(*q, *L.q_norm, m * c.num_heads, c.head_dim, *q);
-      trace(at, "q_norm", *q, m, Q);
-      norm(*k, *L.k_norm, m * c.num_kv_heads, c.head_dim, *k);
-      trace(at, "k_norm", *k, m, KV);
+      norm(*qb, *L.q_norm, m * c.num_heads, c.head_dim, *qb);
+      trace(at, "q_norm", *qb, m, Q);
+      norm(*kb, *L.k_norm, m * c.num_kv_heads, c.head_dim, *kb);
+      trace(at, "k_norm", *kb, m, KV);
     }
     const Buffer& steps = local ? *rope_local : *rope_global;
-    backend.rope(*q, m, c.num_heads, c.head_dim, t, positions, steps, c.rope_traditional);
-    trace(at, "rope_q", *q, m, Q);
-    backend.rope(*k, m, c.num_kv_heads, c.head_dim, t, positions, steps, c.rope_traditional);
-    trace(at, "rope_k", *k, m, KV);
+    backend.rope(*qb, m, c.num_heads, c.head_dim, t, positions, steps, c.rope_traditional);
+    trace(at, "rope_q", *qb, m, Q);
+    backend.rope(*kb, m, c.num_kv_heads, c.head_dim, t, positions, steps, c.rope_traditional);
+    trace(at, "rope_k", *kb, m, KV);
     const std::size_t row = std::size_t(KV) * e;
-    backend.write_rows(*k, positions, m, row, *keys[index]);
-    backend.write_rows(*v, positions, m, row, *values[index]);
+    backend.write_rows(*kb, positions, m, row, *keys[index]);
+    backend.write_rows(*vb, positions, m, row, *values[index]);
     const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim,
                                order::attention_scale(c.query_pre_attn_scalar), local ? c.sliding_window : 0};
-    backend.attention(*q, *keys[index], *values[index], m, positions, bound, shape, t, *attn);
+    backend.attention(*qb, *keys[index], *values[index], m, positions, bound, shape, t, *attn);
     trace(at, "attention", *attn, m, Q);
     linear(L.o_proj, *attn, m, *o);
     trace(at, "o_proj", *o, m, H);
@@ -212,13 +247,22 @@ struct Decoder::State {
       norm(*h, *L.post_attention_norm, m, H, *xn);
       trace(at, "post_attention_norm", *xn, m, H);
     }
-    linear(L.gate_proj, *xn, m, *gate);
-    trace(at, "gate_proj", *gate, m, I);
-    linear(L.up_proj, *xn, m, *up);
-    trace(at, "up_proj", *up, m, I);
-    backend.gated_activation(*gate, *up, m * I, c.activation, t, *gate);
-    trace(at, "gated_activation", *gate, m, I);
-    linear(L.down_proj, *gate, m, *down);
+    Buffer *gb = gate.get(), *ub = up.get();
+    if (L.gate_up.q) {
+      linear(L.gate_up, *xn, m, *gate_up);
+      if (m == 1)
+        gb = gate1.get(), ub = up1.get();
+      else
+        split(*gate_up, m, {{gb, I}, {ub, I}});
+    } else {
+      linear(L.gate_proj, *xn, m, *gb);
+      linear(L.up_proj, *xn, m, *ub);
+    }
+    trace(at, "gate_proj", *gb, m, I);
+    trace(at, "up_proj", *ub, m, I);
+    backend.gated_activation(*gb, *ub, m * I, c.activation, t, *gb);
+    trace(at, "gated_activation", *gb, m, I);
+    linear(L.down_proj, *gb, m, *down);
     trace(at, "down_proj", *down, m, H);
     if (c.sandwich_norm) {
       norm(*down, *L.post_feedforward_norm, m, H, *down);
@@ -272,7 +316,10 @@ Decoder::Decoder(Backend& backend, const Checkpoint& checkpoint, const DecoderOp
     store_f32(stored, 0, s.t, f);
     s.embed_scale = load_f32(stored, 0, s.t);
   }
-  s.w = engine::upload_weights(backend, checkpoint);
+  // Stacked projections keep every row's bytes where a row's kernel reads no other row (qmv and
+  // qmv_streamed: the exact and narrow families).
+  const bool stack = options.family == KernelFamily::exact || options.family == KernelFamily::narrow;
+  s.w = engine::upload_weights(backend, checkpoint, stack);
   auto steps_buffer = [&](bool local) {
     const std::vector<std::uint64_t> steps = order::rope_phase_steps(order::rope_inverse_frequencies(rope_params(c, local)));
     auto b = backend.allocate(steps.size() * sizeof(std::uint64_t));

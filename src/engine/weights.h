@@ -20,6 +20,9 @@ struct Linear {
 
 struct LayerWeights {
   Linear q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj;
+  // Where stacked: q/k/v's rows in one matrix [Q + 2 KV, H] and gate/up's in one [2 I, H]; the
+  // parts' own Linears then hold no matrix.
+  Linear qkv, gate_up;
   std::unique_ptr<Buffer> input_norm, post_attention_norm;
   std::unique_ptr<Buffer> pre_feedforward_norm, post_feedforward_norm, q_norm, k_norm;  // where the model has them
 };
@@ -32,6 +35,9 @@ struct Weights {
   const Linear& head() const { return lm_head.q || lm_head.dense ? lm_head : embed; }
 };
 
-Weights upload_weights(Backend& backend, const Checkpoint& checkpoint);
+// `stack`: q/k/v and gate/up stacked where the parts share one quantized format and all or none
+// have a bias. Only for kernels whose rows' bytes do not depend on the matrix's other rows (the
+// exact family's qmv and qmv_streamed).
+Weights upload_weights(Backend& backend, const Checkpoint& checkpoint, bool stack);
 
 }  // namespace exactq::engine

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 
 #include "engine/decoder_fixture.h"
 
@@ -128,6 +129,61 @@ TEST(Decoder, RollbackThenRerunEqualsAFreshDecoder) {
   a.forward(ids({right[1]}), 10);
   b.forward(ids({right[1]}), 10);
   EXPECT_EQ(a.greedy(), b.greedy());
+}
+
+// The exact family stacks q/k/v and gate/up into one matrix each: every projection's output, as the
+// tracer sees it, equals that projection's own matrix (loaded alone) applied to the traced input,
+// byte for byte, at M = 1 (views of the stacked output) and M > 1 (its columns copied out).
+// Control: the same input with one value changed gives other bytes.
+TEST(Decoder, StackedProjectionsGiveEachProjectionsOwnBytes) {
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  TempDir dir;
+  for (const char* type : {"llama", "qwen2"}) {  // qwen2: biases, stacked with the rows
+    SCOPED_TRACE(type);
+    fs::create_directories(dir.path / type);
+    const Checkpoint ck = write_decoder_case({type}, dir.path / type, rng);
+    auto backend = make_cpu_backend();
+    Decoder d(*backend, ck, {KernelFamily::exact, 64});
+    const std::int64_t layer = std::int64_t(rng() % std::uint64_t(ck.config().num_layers));
+    std::map<std::string, std::vector<std::byte>> seen;
+    d.set_tracer([&](const TracePoint& p) {
+      if (p.layer == layer) seen[std::string(p.op)].assign(p.values.begin(), p.values.end());
+    });
+    int controls = 0;
+    for (std::size_t m : {std::size_t(1), std::size_t(3 + rng() % 5)}) {
+      SCOPED_TRACE(m);
+      d.forward(random_tokens(m, ck.config().vocab_size, rng), 0);
+      const LayerView& v = ck.layers()[std::size_t(layer)];
+      const std::pair<const char*, const LinearView*> parts[] = {{"q_proj", &v.q_proj}, {"k_proj", &v.k_proj},
+                                                                  {"v_proj", &v.v_proj}, {"gate_proj", &v.gate_proj},
+                                                                  {"up_proj", &v.up_proj}};
+      for (const auto& [op, view] : parts) {
+        const std::string input = op[0] == 'g' || op[0] == 'u' ? "post_attention_norm" : "input_norm";
+        auto run = [&](std::vector<std::byte> x) {
+          const auto w = backend->load(view->q);
+          auto xb = backend->allocate(x.size()), yb = backend->allocate(m * std::size_t(view->n) * ref_size(view->q.dtype));
+          backend->upload(*xb, x);
+          backend->qmv(m == 1 ? Kernel::qmv : Kernel::qmv_streamed, *w, *xb, std::int64_t(m), *yb);
+          if (view->bias) {
+            auto bb = backend->allocate(view->bias->bytes.size());
+            backend->upload(*bb, view->bias->bytes);
+            backend->add_bias(*yb, *bb, std::int64_t(m), view->n, view->q.dtype);
+          }
+          std::vector<std::byte> y(yb->size());
+          backend->download(*yb, y);
+          return y;
+        };
+        const std::vector<std::byte> expected = run(seen.at(input));
+        EXPECT_EQ(seen.at(op), expected) << op;
+        std::vector<std::byte> poked = seen.at(input);
+        ref_store(poked.data(), poked.size() / ref_size(view->q.dtype) - 1, view->q.dtype, 7.0f);
+        controls += run(poked) != expected;
+      }
+    }
+    EXPECT_EQ(controls, 10) << "a changed input must change each projection's bytes";
+  }
 }
 
 // Rows::last gives the last row of Rows::all, and greedy() is the argmax of the logits read back.

@@ -134,6 +134,10 @@ class Backend {
   // out of range is refused; on CUDA, where checking would cost a synchronization, it is clamped
   // into range (no byte outside the buffers is touched): callers check on the host first.
   //
+  // The residual add and the norm after it, as one op: h = h + delta (add's bytes, stored in h),
+  // then y = rmsnorm(h) (rmsnorm's bytes). y may not be h or delta.
+  virtual void add_rmsnorm(Buffer& h, const Buffer& delta, const Buffer& weight, std::int64_t rows, std::int64_t width,
+                           DType t, float eps, bool one_plus_weight, Buffer& y) = 0;
   // RoPE in place on x [m, heads, head_dim]: row i is at position positions[i]; `steps` holds
   // head_dim/2 phase steps (std::uint64_t, order/rope.h); `interleaved` pairs (2i, 2i+1).
   virtual void rope(Buffer& x, std::int64_t m, std::int64_t heads, std::int64_t head_dim, DType t,

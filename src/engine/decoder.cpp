@@ -156,6 +156,10 @@ struct Decoder::State {
   void norm(const Buffer& x, const Buffer& weight, std::int64_t rows, std::int64_t width, Buffer& y) {
     backend.rmsnorm(x, weight, rows, width, t, eps, config.norm_offset != 0.0, y);
   }
+  // The residual add h += delta and the norm of the new h into xn, as one op.
+  void add_norm(const Buffer& delta, const Buffer& weight, std::int64_t m) {
+    backend.add_rmsnorm(*h, delta, weight, m, config.hidden_size, t, eps, config.norm_offset != 0.0, *xn);
+  }
 
   // One width's inputs (the tokens, then their positions, std::int32_t, uploaded together before
   // each forward) and its captured steps, per (rows, attention bound): how often each was seen,
@@ -197,7 +201,7 @@ struct Decoder::State {
     const std::int64_t hidden = m * c.hidden_size, at = std::int64_t(index);
     const std::int64_t H = c.hidden_size, I = c.intermediate_size, Q = c.q_dim(), KV = c.kv_dim();
 
-    norm(*h, *L.input_norm, m, H, *xn);
+    if (index == 0) norm(*h, *L.input_norm, m, H, *xn);  // later layers': the previous layer's last op
     trace(at, "input_norm", *xn, m, H);
     Buffer *qb = q.get(), *kb = k.get(), *vb = v.get();
     if (L.qkv.q) {
@@ -237,14 +241,12 @@ struct Decoder::State {
     if (c.sandwich_norm) {
       norm(*o, *L.post_attention_norm, m, H, *o);
       trace(at, "post_attention_norm", *o, m, H);
-      backend.add(*h, *o, hidden, t, *h);
+      add_norm(*o, *L.pre_feedforward_norm, m);
       trace(at, "attention_residual", *h, m, H);
-      norm(*h, *L.pre_feedforward_norm, m, H, *xn);
       trace(at, "pre_feedforward_norm", *xn, m, H);
     } else {
-      backend.add(*h, *o, hidden, t, *h);
+      add_norm(*o, *L.post_attention_norm, m);
       trace(at, "attention_residual", *h, m, H);
-      norm(*h, *L.post_attention_norm, m, H, *xn);
       trace(at, "post_attention_norm", *xn, m, H);
     }
     Buffer *gb = gate.get(), *ub = up.get();
@@ -268,7 +270,10 @@ struct Decoder::State {
       norm(*down, *L.post_feedforward_norm, m, H, *down);
       trace(at, "post_feedforward_norm", *down, m, H);
     }
-    backend.add(*h, *down, hidden, t, *h);
+    if (index + 1 < w.layers.size())
+      add_norm(*down, *w.layers[index + 1].input_norm, m);  // the next layer's input norm
+    else
+      backend.add(*h, *down, hidden, t, *h);
     trace(at, "mlp_residual", *h, m, H);
   }
 

@@ -111,6 +111,18 @@ void rmsnorm(const Buffer& x, const Buffer& weight, std::int64_t rows, std::int6
   holds("rmsnorm", "y", y, bytes_of("rmsnorm", rows * h, e));
 }
 
+void add_rmsnorm(const Buffer& h, const Buffer& delta, const Buffer& weight, std::int64_t rows, std::int64_t width,
+                 DType t, float eps, const Buffer& y) {
+  rmsnorm(h, weight, rows, width, t, eps, y);
+  elementwise("add_rmsnorm", rows * width, t, {&h, &delta});
+  const std::size_t bytes = std::size_t(rows * width) * dtype_size(t);
+  auto overlaps = [bytes](const Buffer& a, const Buffer& b) {
+    const auto x = reinterpret_cast<std::uintptr_t>(a.bytes().data()), z = reinterpret_cast<std::uintptr_t>(b.bytes().data());
+    return x < z + bytes && z < x + bytes;
+  };
+  if (overlaps(y, h) || overlaps(y, delta)) fail("add_rmsnorm", "y overlaps h or delta");
+}
+
 void rope(const Buffer& x, std::int64_t m, std::int64_t heads, std::int64_t head_dim, DType t, const Buffer& positions,
           const Buffer& steps) {
   validate_dtype(t);

@@ -30,6 +30,9 @@ void copy_rows(const Buffer& from, std::size_t from_offset, std::size_t from_pit
 void embed(std::int64_t n, std::int64_t k, DType t, const Buffer& tokens, std::int64_t m, const Buffer& out);
 void rmsnorm(const Buffer& x, const Buffer& weight, std::int64_t rows, std::int64_t h, DType t, float eps,
              const Buffer& y);
+// rmsnorm's checks, add's on the row block, and y apart from h and delta.
+void add_rmsnorm(const Buffer& h, const Buffer& delta, const Buffer& weight, std::int64_t rows, std::int64_t width,
+                 DType t, float eps, const Buffer& y);
 void rope(const Buffer& x, std::int64_t m, std::int64_t heads, std::int64_t head_dim, DType t, const Buffer& positions,
           const Buffer& steps);
 void write_rows(const Buffer& rows, const Buffer& positions, std::int64_t m, std::size_t row_bytes, const Buffer& cache);

@@ -117,6 +117,12 @@ void ProfiledBackend::rmsnorm(const Buffer& x, const Buffer& weight, std::int64_
   inner_.rmsnorm(x, weight, rows, h, t, eps, one_plus_weight, y);
   record("rmsnorm", fmt::format("{}x{}", rows, h), values(2 * rows * h + h, t), t0);
 }
+void ProfiledBackend::add_rmsnorm(Buffer& h, const Buffer& delta, const Buffer& weight, std::int64_t rows,
+                                  std::int64_t width, DType t, float eps, bool one_plus_weight, Buffer& y) {
+  const auto t0 = Clock::now();
+  inner_.add_rmsnorm(h, delta, weight, rows, width, t, eps, one_plus_weight, y);
+  record("add_rmsnorm", fmt::format("{}x{}", rows, width), values(4 * rows * width + width, t), t0);
+}
 void ProfiledBackend::rope(Buffer& x, std::int64_t m, std::int64_t heads, std::int64_t head_dim, DType t,
                            const Buffer& positions, const Buffer& steps, bool interleaved) {
   const auto t0 = Clock::now();

@@ -61,8 +61,12 @@ TEST(ProfiledBackend, ChangesNoByteAndRecordsEveryOpOfAStep) {
         EXPECT_GE(r.us, 0.0) << r.kind;
         EXPECT_GE(r.host_us, 0.0) << r.kind;
       }
-      const int layers = int(c.num_layers), norms_per_layer = c.sandwich_norm ? 4 : 2;
-      EXPECT_EQ(kinds["rmsnorm"], layers * (norms_per_layer + (c.qk_norm ? 2 : 0)) + 1);
+      // Norms: layer 0's input norm and the final one alone; q/k norms and Gemma's norms of the
+      // branches alone; each residual add fused with the norm after it (the next layer's input norm).
+      const int layers = int(c.num_layers);
+      EXPECT_EQ(kinds["rmsnorm"], layers * ((c.qk_norm ? 2 : 0) + (c.sandwich_norm ? 2 : 0)) + 2);
+      EXPECT_EQ(kinds["add_rmsnorm"], 2 * layers - 1);
+      EXPECT_EQ(kinds["add"], 1);
       EXPECT_EQ(kinds["attention"], layers);
       EXPECT_EQ(kinds["argmax"], 1);
       // q/k/v and gate/up stacked (the exact family): qkv, o, gate_up, down and the head.

@@ -213,6 +213,12 @@ class CpuBackend final : public Backend {
     checks::rmsnorm(own(x), own(weight), rows, h, t, eps, own(y));
     cpu::rmsnorm(data(x), data(weight), rows, h, t, eps, one_plus_weight, data(y), options_.threads);
   }
+  void add_rmsnorm(Buffer& h, const Buffer& delta, const Buffer& weight, std::int64_t rows, std::int64_t width, DType t,
+                   float eps, bool one_plus_weight, Buffer& y) override {
+    checks::add_rmsnorm(own(h), own(delta), own(weight), rows, width, t, eps, own(y));
+    cpu::add(data(h), data(delta), rows * width, t, data(h));
+    cpu::rmsnorm(data(h), data(weight), rows, width, t, eps, one_plus_weight, data(y), options_.threads);
+  }
   void rope(Buffer& x, std::int64_t m, std::int64_t heads, std::int64_t head_dim, DType t, const Buffer& positions,
             const Buffer& steps, bool interleaved) override {
     checks::rope(own(x), m, heads, head_dim, t, own(positions), own(steps));

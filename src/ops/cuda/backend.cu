@@ -356,6 +356,12 @@ class CudaBackend final : public Backend {
     checks::rmsnorm(buffer(x), buffer(weight), rows, h, t, eps, buffer(y));
     cuda_detail::launch_rmsnorm(data(x), data(weight), rows, h, t, eps, one_plus_weight, data(y), stream_);
   }
+  void add_rmsnorm(Buffer& h, const Buffer& delta, const Buffer& weight, std::int64_t rows, std::int64_t width, DType t,
+                   float eps, bool one_plus_weight, Buffer& y) override {
+    checks::add_rmsnorm(buffer(h), buffer(delta), buffer(weight), rows, width, t, eps, buffer(y));
+    cuda_detail::launch_add_rmsnorm(data(h), data(delta), data(weight), rows, width, t, eps, one_plus_weight, data(y),
+                                    stream_);
+  }
   void rope(Buffer& x, std::int64_t m, std::int64_t heads, std::int64_t head_dim, DType t, const Buffer& positions,
             const Buffer& steps, bool interleaved) override {
     checks::rope(buffer(x), m, heads, head_dim, t, buffer(positions), buffer(steps));

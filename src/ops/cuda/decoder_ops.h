@@ -21,6 +21,9 @@ void launch_embed_dense(const void* table, std::int64_t n, std::int64_t k, DType
                         std::int64_t m, void* out, cudaStream_t stream);
 void launch_rmsnorm(const void* x, const void* weight, std::int64_t rows, std::int64_t h, DType t, float eps,
                     bool one_plus_weight, void* y, cudaStream_t stream);
+// h = h + delta, then y = rmsnorm(h), in one kernel (rmsnorm.cu).
+void launch_add_rmsnorm(void* h, const void* delta, const void* weight, std::int64_t rows, std::int64_t width, DType t,
+                        float eps, bool one_plus_weight, void* y, cudaStream_t stream);
 // Positions are device memory (std::int32_t per row): see Backend::rope.
 void launch_rope(void* x, std::int64_t m, std::int64_t heads, std::int64_t head_dim, DType t,
                  const std::int32_t* positions, const std::uint64_t* steps, bool interleaved, cudaStream_t stream);

@@ -16,7 +16,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   try {
     const exactq::Tokenizer t = exactq::Tokenizer::from_json(text, "fuzz/tokenizer.json");
-    for (const char* sample : {"Hello world!  12345 <s> caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80\n\t", ""}) {
+    for (const char* sample : {"Hello world!  12345 <s> caf\xc3\xa9 e\xcc\x81 \xef\xac\x81 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80\n\t", ""}) {
       std::vector<std::int32_t> ids;
       try {
         ids = t.encode(sample, true);

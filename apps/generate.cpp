@@ -71,9 +71,9 @@ void warn_ids_past_tokenizer(const Tokenizer& tokenizer, const std::vector<std::
   if (n == 0) return;
   std::fflush(stdout);
   fmt::print(stderr,
-             "exactq: warning: {} generated token id{} (first {}) {} no token of the tokenizer ({} ids; the model has {}): "
-             "{} to nothing; output_ids keeps {}\n",
-             n, n == 1 ? "" : "s", first, n == 1 ? "is" : "are", tokenizer.vocab_size(), model_vocab,
+             "exactq: warning: {} generated token id{} (first {}) {} no token in the tokenizer ({} ids; the model has {}): "
+             "{} to nothing (--json keeps {} in output_ids)\n",
+             n, n == 1 ? "" : "s", first, n == 1 ? "has" : "have", tokenizer.vocab_size(), model_vocab,
              n == 1 ? "it decodes" : "they decode", n == 1 ? "it" : "them");
 }
 

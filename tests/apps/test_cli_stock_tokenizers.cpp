@@ -1,5 +1,5 @@
 // Stock checkpoints end to end: a tiny Qwen3 and Gemma 3 in Hugging Face's layout with the real
-// tokenizer.json of the model family (tests/hf-compare's npm packages, sha256 checked) and a
+// tokenizer.json and tokenizer_config.json of the model family (tests/hf-compare's npm packages, sha256 checked) and a
 // vocab_size padded past the tokenizer, as the published configs have it, converted with
 // `exactq convert` and run with `exactq generate` on a text prompt. The lm_head rows of every id
 // the tokenizer has are zero, so the model emits only ids past the tokenizer: the run must still
@@ -35,14 +35,12 @@ TEST(CliStockTokenizers, ConvertedQwen3AndGemma3GenerateWithPaddedVocabularies) 
   EXACTQ_REQUIRE_REAL_TOKENIZERS();
   for (const Stock& stock : {Stock{"qwen3", "qwen3", 151936, -1}, Stock{"gemma3", "gemma3_text", 262208, 2}}) {
     SCOPED_TRACE(stock.model_type);
-    std::string file;
+    RealTokenizer real;
     for (const RealTokenizer& r : real_tokenizers())
-      if (r.name == stock.tokenizer) file = r.path;
-    ASSERT_EQ(sha256_of(file), [&] {
-      for (const RealTokenizer& r : real_tokenizers())
-        if (r.name == stock.tokenizer) return r.sha256;
-      return std::string();
-    }());
+      if (r.name == stock.tokenizer) real = r;
+    ASSERT_EQ(sha256_of(real.path), real.sha256);
+    ASSERT_EQ(sha256_of(real.config_path), real.config_sha256);
+    const std::string& file = real.path;
     const Tokenizer tokenizer = Tokenizer::from_json(read_text(file), file);
     ASSERT_LT(tokenizer.vocab_size(), stock.vocab) << "the config's vocabulary is padded past the tokenizer";
 
@@ -62,6 +60,7 @@ TEST(CliStockTokenizers, ConvertedQwen3AndGemma3GenerateWithPaddedVocabularies) 
     fs::create_directories(hf);
     write_fixture(hf, f);
     fs::copy_file(file, hf / "tokenizer.json");
+    fs::copy_file(real.config_path, hf / "tokenizer_config.json");
 
     Outcome o = run_cli("convert --from '" + hf.string() + "' --out '" + mlx.string() + "'", "", 300);
     ASSERT_EQ(o.exit_code, 0) << o.output;
@@ -71,6 +70,7 @@ TEST(CliStockTokenizers, ConvertedQwen3AndGemma3GenerateWithPaddedVocabularies) 
                 "", 300);
     ASSERT_EQ(o.exit_code, 0) << o.output;
     EXPECT_EQ(count_of(o.output, "warning:"), 1u) << o.output;
+    EXPECT_TRUE(contains(o.output, "have no token in the tokenizer")) << o.output;
     EXPECT_TRUE(contains(o.output, "decode to nothing")) << o.output;
     const nlohmann::json j = nlohmann::json::parse(read_text(json.path));
     EXPECT_EQ(j["prompt_ids"], nlohmann::json(tokenizer.encode("Hello, world! नमस्ते 你好")));

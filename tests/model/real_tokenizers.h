@@ -24,7 +24,7 @@ namespace exactq::test {
 inline const std::string kHfCompareDir = EXACTQ_SOURCE_DIR "/tests/hf-compare";
 
 struct RealTokenizer {
-  std::string name, path, sha256;
+  std::string name, path, sha256, config_path, config_sha256;
   std::int32_t beyond_id = 0;  // an id past the tokenizer's, below the model's padded vocab_size
 };
 
@@ -39,7 +39,8 @@ inline std::vector<RealTokenizer> real_tokenizers() {
   const nlohmann::json j = nlohmann::json::parse(read_text(kHfCompareDir + "/tokenizers.json"));
   std::vector<RealTokenizer> out;
   for (const auto& t : j.at("tokenizers"))
-    out.push_back({t.at("name"), kHfCompareDir + "/" + t.at("file").get<std::string>(), t.at("sha256"), t.at("beyond_id")});
+    out.push_back({t.at("name"), kHfCompareDir + "/" + t.at("file").get<std::string>(), t.at("sha256"),
+                   kHfCompareDir + "/" + t.at("config_file").get<std::string>(), t.at("config_sha256"), t.at("beyond_id")});
   return out;
 }
 

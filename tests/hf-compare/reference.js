@@ -1,6 +1,7 @@
 // The reference of exactq's tokenizer test: Hugging Face `tokenizers` (its Node binding) encodes
-// and decodes every string of strings.json with each real tokenizer.json of tokenizers.json.
-//   node reference.js OUT.json
+// and decodes every string of strings.json with each real tokenizer.json of tokenizers.json, and
+// with each of its variants (a real file with some sections replaced).
+//   node reference.js OUT.json [real|variants]   (both when not given)
 // Writes {name: {sha256, vocab, cases: [...]}}; exits 1 (with a message) where a file is missing
 // or its sha256 is not the pinned one.
 'use strict';
@@ -11,16 +12,28 @@ const { Tokenizer } = require('tokenizers');
 
 async function main() {
   const out = process.argv[2];
-  if (!out) throw new Error('usage: node reference.js OUT.json');
+  const only = process.argv[3];
+  if (!out || (only && only !== 'real' && only !== 'variants')) throw new Error('usage: node reference.js OUT.json [real|variants]');
   const manifest = JSON.parse(fs.readFileSync(path.join(__dirname, 'tokenizers.json'), 'utf8'));
   const strings = JSON.parse(fs.readFileSync(path.join(__dirname, 'strings.json'), 'utf8'));
   const result = {};
+  const files = {};
+  const runs = [];
   for (const entry of manifest.tokenizers) {
     const file = path.join(__dirname, entry.file);
     const bytes = fs.readFileSync(file);
     const sha = crypto.createHash('sha256').update(bytes).digest('hex');
     if (sha !== entry.sha256) throw new Error(`${file}: sha256 ${sha} is not the pinned ${entry.sha256}`);
-    const t = Tokenizer.fromFile(file);
+    files[entry.name] = { text: bytes.toString('utf8'), entry, sha };
+    if (only !== 'variants') runs.push({ name: entry.name, entry, sha, file, tokenizer: Tokenizer.fromFile(file) });
+  }
+  // A variant: its base file with some top-level sections replaced.
+  for (const v of only === 'real' ? [] : manifest.variants || []) {
+    const base = files[v.base];
+    const json = Object.assign(JSON.parse(base.text), v.set);
+    runs.push({ name: v.name, entry: base.entry, sha: base.sha, file: base.entry.file, tokenizer: Tokenizer.fromString(JSON.stringify(json)) });
+  }
+  for (const { name, entry, sha, file, tokenizer: t } of runs) {
     const cases = [];
     for (const text of strings) {
       const ids = (await t.encode(text, null, { addSpecialTokens: true })).getIds();
@@ -41,7 +54,7 @@ async function main() {
         decoded_padded: await t.decode(padded, false),
       });
     }
-    result[entry.name] = { sha256: sha, file, cases };
+    result[name] = { sha256: sha, file, cases };
   }
   fs.writeFileSync(out, JSON.stringify(result));
 }

@@ -5,8 +5,13 @@
 // words), and every id and every text must be the same here: with and without the special
 // tokens, decoded with and without them, a prefix cut in the middle of the ids (characters split
 // across byte tokens), and an id past the tokenizer (it decodes to nothing). The streaming
-// decoder must give decode's text without ever giving a broken character.
+// decoder must give decode's text without ever giving a broken character. Variants of the real
+// files (sections replaced: NFKC, NFD, NFKD, Strip, every Split behavior and invert, Metaspace,
+// the Strip and Metaspace decoders) check the components the three files do not use.
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -32,25 +37,36 @@ std::string streamed(const Tokenizer& t, const Ids& ids, bool& broken) {
   return out + s.finish();
 }
 
-TEST(TokenizerHuggingFace, RealTokenizersEncodeAndDecodeEveryStringAsTokenizersDoes) {
-  EXACTQ_REQUIRE_REAL_TOKENIZERS();
+// Runs reference.js on the real files (`variants` false) or on their variants, and compares.
+void compare_with_tokenizers(bool variants) {
   TempFile out("exactq-hf-reference", ".json");
-  const auto [code, log] = run_command("node '" + kHfCompareDir + "/reference.js' " + out.quoted());
+  const auto [code, log] = run_command("node '" + kHfCompareDir + "/reference.js' " + out.quoted() + (variants ? " variants" : " real"));
   ASSERT_EQ(code, 0) << log;
   const nlohmann::json reference = nlohmann::json::parse(read_text(out.path));
-  for (const RealTokenizer& real : real_tokenizers()) {
-    SCOPED_TRACE(real.name);
-    const nlohmann::json& r = reference.at(real.name);
-    ASSERT_EQ(r.at("sha256"), real.sha256);
-    const Tokenizer t = Tokenizer::from_json(read_text(real.path), real.path);
-    EXPECT_FALSE(t.has_token(real.beyond_id));
+  const nlohmann::json manifest = nlohmann::json::parse(read_text(kHfCompareDir + "/tokenizers.json"));
+  // (name, tokenizer.json text, its file, an id past it)
+  std::vector<std::tuple<std::string, std::string, std::string, std::int32_t>> runs;
+  for (const RealTokenizer& real : real_tokenizers()) runs.emplace_back(real.name, read_text(real.path), real.path, real.beyond_id);
+  for (const auto& v : variants ? manifest.at("variants") : nlohmann::json::array()) {
+    const auto base = std::find_if(runs.begin(), runs.end(), [&](const auto& r) { return std::get<0>(r) == v.at("base"); });
+    ASSERT_NE(base, runs.end()) << v.dump();
+    nlohmann::json j = nlohmann::json::parse(std::get<1>(*base));
+    for (const auto& [key, value] : v.at("set").items()) j[key] = value;
+    runs.emplace_back(v.at("name"), j.dump(), std::get<2>(*base), std::get<3>(*base));
+  }
+  if (variants) runs.erase(runs.begin(), runs.begin() + std::ptrdiff_t(real_tokenizers().size()));
+  ASSERT_EQ(runs.size(), reference.size());
+  for (const auto& [name, json_text, path, beyond_id] : runs) {
+    SCOPED_TRACE(name);
+    const nlohmann::json& r = reference.at(name);
+    const Tokenizer t = Tokenizer::from_json(json_text, path);
+    EXPECT_FALSE(t.has_token(beyond_id));
     const auto& cases = r.at("cases");
     ASSERT_GE(cases.size(), 200u);
     int failures = 0;
     for (const auto& c : cases) {
       const std::string text = c.at("text");
       const Ids ids = c.at("ids"), plain = c.at("ids_plain"), half = c.at("half"), padded = c.at("padded");
-      ASSERT_FALSE(plain.empty()) << "HF encoded to nothing: " << nlohmann::json(text).dump();
       bool broken = false;
       const bool same = t.encode(text, true) == ids && t.encode(text, false) == plain &&
                         t.decode(ids, false) == c.at("decoded") && t.decode(ids, true) == c.at("decoded_skip") &&
@@ -70,6 +86,16 @@ TEST(TokenizerHuggingFace, RealTokenizersEncodeAndDecodeEveryStringAsTokenizersD
     }
     EXPECT_EQ(failures, 0) << failures << " of " << cases.size() << " strings differ from Hugging Face tokenizers";
   }
+}
+
+TEST(TokenizerHuggingFace, RealTokenizersEncodeAndDecodeEveryStringAsTokenizersDoes) {
+  EXACTQ_REQUIRE_REAL_TOKENIZERS();
+  compare_with_tokenizers(false);
+}
+
+TEST(TokenizerHuggingFace, VariantsWithEveryOtherComponentEncodeAndDecodeAsTokenizersDoes) {
+  EXACTQ_REQUIRE_REAL_TOKENIZERS();
+  compare_with_tokenizers(true);
 }
 
 }  // namespace

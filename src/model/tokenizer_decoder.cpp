@@ -60,7 +60,8 @@ Decoder parse_decoder(const json* j, const Where& w) {
           "decoder '{}' is not supported (Sequence, ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace)", printable(type)));
     }
     // ByteFallback joins runs of byte tokens: a step after it would see the joined text.
-    if (byte_fallback) (ws / "type").fail(fmt::format("decoder '{}' after ByteFallback is not supported (Fuse, Strip after Fuse)", printable(type)));
+    if (byte_fallback)
+      (ws / "type").fail(fmt::format("decoder '{}' after ByteFallback is not supported (Fuse, Strip after Fuse)", printable(type)));
     byte_fallback = byte_fallback || s.kind == DecStep::Kind::byte_fallback;
     d.per_token.push_back(std::move(s));
   }

@@ -36,21 +36,6 @@ struct Args {
   bool adaptive = false;
 };
 
-// "1,2,3": token ids in base 10, repeats allowed.
-std::vector<std::int32_t> parse_ids(const std::string& text) {
-  std::vector<std::int32_t> ids;
-  std::size_t at = 0;
-  for (;;) {
-    const std::size_t comma = text.find(',', at);
-    const std::string item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
-    if (item.empty()) throw std::invalid_argument("--prompt-ids: an empty item in '" + text + "'");
-    ids.push_back(std::int32_t(decimal_value(item, "--prompt-ids", 0, std::numeric_limits<std::int32_t>::max())));
-    if (comma == std::string::npos) break;
-    at = comma + 1;
-  }
-  return ids;
-}
-
 double per_second(std::int64_t tokens, double seconds) { return seconds > 0 ? double(tokens) / seconds : 0.0; }
 
 // Tokens after the first (which comes from the prefill) per second of decoding.
@@ -72,6 +57,24 @@ nlohmann::json speeds(const GreedyResult& r) {
           {"decode_tokens", std::int64_t(r.tokens.size()) - 1},
           {"decode_seconds", r.decode_seconds},
           {"decode_tokens_per_second", decode_rate(r)}};
+}
+
+// One warning for a run whose output has ids the tokenizer does not have (a model's embedding is
+// often padded past its tokenizer): they decode to nothing; the JSON keeps them.
+void warn_ids_past_tokenizer(const Tokenizer& tokenizer, const std::vector<std::int32_t>& output, std::int64_t model_vocab) {
+  std::int64_t n = 0;
+  std::int32_t first = -1;
+  for (const std::int32_t id : output)
+    if (!tokenizer.has_token(id)) {
+      if (n++ == 0) first = id;
+    }
+  if (n == 0) return;
+  std::fflush(stdout);
+  fmt::print(stderr,
+             "exactq: warning: {} generated token id{} (first {}) {} no token in the tokenizer ({} ids; the model has {}): "
+             "{} to nothing (--json keeps {} in output_ids)\n",
+             n, n == 1 ? "" : "s", first, n == 1 ? "has" : "have", tokenizer.vocab_size(), model_vocab,
+             n == 1 ? "it decodes" : "they decode", n == 1 ? "it" : "them");
 }
 
 void run(const Args& a) {
@@ -97,7 +100,7 @@ void run(const Args& a) {
   if (std::filesystem::exists(std::filesystem::path(a.model) / "tokenizer.json")) tokenizer = Tokenizer::open(a.model);
   if (!a.prompt.empty() && !tokenizer)
     throw std::invalid_argument("--prompt: '" + a.model + "' has no tokenizer.json (give --prompt-ids)");
-  const std::vector<std::int32_t> prompt = a.prompt.empty() ? parse_ids(a.prompt_ids) : tokenizer->encode(a.prompt);
+  const std::vector<std::int32_t> prompt = a.prompt.empty() ? parse_token_ids(a.prompt_ids, "--prompt-ids") : tokenizer->encode(a.prompt);
   if (prompt.empty()) throw std::invalid_argument("--prompt: the text gives no tokens");
   const std::int64_t vocab = checkpoint.embed_tokens().n;
   for (std::int32_t id : prompt)
@@ -244,8 +247,10 @@ void run(const Args& a) {
                verdict, y.size(), spec->tokens_per_round(), spec->acceptance(), decode_rate(*classic), decode_rate(*spec),
                speedup);
   }
+  const GreedyResult& main_result = spec ? static_cast<const GreedyResult&>(*spec) : *classic;
+  if (tokenizer) warn_ids_past_tokenizer(*tokenizer, main_result.tokens, vocab);
   if (!a.json.empty()) {
-    const GreedyResult& main = spec ? static_cast<const GreedyResult&>(*spec) : *classic;
+    const GreedyResult& main = main_result;
     nlohmann::json j = {{"model", a.model},
                         {"model_type", checkpoint.config().model_type},
                         {"backend", backend->name()},
@@ -275,6 +280,20 @@ void run(const Args& a) {
 }
 
 }  // namespace
+
+std::vector<std::int32_t> parse_token_ids(const std::string& text, std::string_view option) {
+  std::vector<std::int32_t> ids;
+  std::size_t at = 0;
+  for (;;) {
+    const std::size_t comma = text.find(',', at);
+    const std::string item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    if (item.empty()) throw std::invalid_argument(fmt::format("{}: an empty item in '{}'", option, text));
+    ids.push_back(std::int32_t(decimal_value(item, option, 0, std::numeric_limits<std::int32_t>::max())));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  return ids;
+}
 
 void add_generate_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("generate", "Greedy text generation from a checkpoint (mlx-community layout)");

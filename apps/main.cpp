@@ -4,6 +4,7 @@
 //   bench       timing against a same-run read ceiling
 //   make-model, convert, inspect   checkpoints in the mlx-community layout
 //   generate    greedy generation from a checkpoint
+//   tokenize    a model's tokenizer alone: text to ids and back
 //   probe       the exactness probe: K single steps against one K-wide forward
 //   bench-decode  classic greedy decode speed against the same-run read ceiling
 //   bench-spec  every decoding arm in one run: speed, and byte identity with classic decode
@@ -27,6 +28,7 @@
 #include "make_model.h"
 #include "parity.h"
 #include "probe.h"
+#include "tokenize.h"
 
 namespace {
 
@@ -47,9 +49,22 @@ bool stdout_written() {
   return false;
 }
 
+// "--name=" with nothing after '=': CLI11 would take the next argument as its value (another
+// option, say) and complain about something else; refused here, naming the option.
+void refuse_empty_assignments(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--") return;
+    if (arg.size() > 3 && arg.starts_with("--") && arg.ends_with('=') && arg.find('=') == arg.size() - 1)
+      throw std::invalid_argument(fmt::format("{}: the value after '=' is empty (give {}VALUE or {} VALUE)", arg, arg,
+                                              arg.substr(0, arg.size() - 1)));
+  }
+}
+
 // Parses and runs the subcommand (its callback); the exit status.
 int parse_and_run(CLI::App& app, int argc, char** argv, const int& exit_code) {
   try {
+    refuse_empty_assignments(argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
@@ -84,6 +99,7 @@ int main(int argc, char** argv) {
   add_convert_command(app, exit_code);
   add_inspect_command(app, exit_code);
   add_generate_command(app, exit_code);
+  add_tokenize_command(app, exit_code);
   add_probe_command(app, exit_code);
   add_bench_decode_command(app, exit_code);
   add_bench_spec_command(app, exit_code);

@@ -19,8 +19,8 @@ common=(-std=c++20 -O1 -g -fno-omit-frame-pointer -DFMT_HEADER_ONLY -Iinclude -I
 library=(src/model/text.cpp src/model/safetensors.cpp src/model/config.cpp src/model/quant_config.cpp
          src/model/layout.cpp
          src/model/tokenizer.cpp src/model/tokenizer_json.cpp src/model/tokenizer_bpe.cpp
-         src/model/tokenizer_pipeline.cpp src/model/tokenizer_added.cpp src/model/tokenizer_regex.cpp
-         src/model/tokenizer_text.cpp src/model/tokenizer_nfc.cpp)
+         src/model/tokenizer_pipeline.cpp src/model/tokenizer_decoder.cpp src/model/tokenizer_added.cpp src/model/tokenizer_regex.cpp
+         src/model/tokenizer_text.cpp src/model/tokenizer_normalize.cpp)
 objects=()
 for source in "${library[@]}"; do
   object="$out/obj/$(basename "${source%.cpp}").o"
@@ -31,7 +31,7 @@ wait
 
 status=0
 for target in safetensors config tokenizer; do
-  "$cxx" "${common[@]}" -fsanitize=fuzzer "tests/fuzz/fuzz_$target.cpp" "${objects[@]}" $(pkg-config --libs libpcre2-8) \
+  "$cxx" "${common[@]}" -fsanitize=fuzzer "tests/fuzz/fuzz_$target.cpp" "${objects[@]}" $(pkg-config --libs libpcre2-8 libutf8proc) \
     -o "$out/fuzz_$target"
   corpus="$out/corpus-$target"
   rm -rf "$corpus" && mkdir -p "$corpus"

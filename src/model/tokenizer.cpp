@@ -148,7 +148,7 @@ Tokenizer Tokenizer::open(const std::string& model_dir) {
 // ---- encode ----------------------------------------------------------------------------------
 
 void Tokenizer::Impl::check_id(std::int32_t id) const {
-  if (id < 0 || std::size_t(id) >= text.size() || kind[std::size_t(id)] == 0)
+  if (!has(id))
     throw std::invalid_argument(fmt::format("tokenizer: token id {} is not in the vocabulary of {} ids", id, text.size()));
 }
 
@@ -177,6 +177,7 @@ void Tokenizer::Impl::encode_text(std::string_view input, std::vector<std::int32
 }
 
 std::vector<std::int32_t> Tokenizer::encode(std::string_view text, bool add_special) const {
+  if (!impl_->encode_refusal.empty()) throw CheckpointError(impl_->encode_refusal);
   if (const auto bad = tok::utf8_invalid_at(text))
     throw std::invalid_argument(fmt::format("tokenizer: the text is not UTF-8 at byte {} (0x{:02x})", *bad,
                                             static_cast<unsigned char>(text[*bad])));
@@ -189,27 +190,20 @@ std::vector<std::int32_t> Tokenizer::encode(std::string_view text, bool add_spec
 
 // ---- decode ----------------------------------------------------------------------------------
 
+// decode() is the stream run to its end, so that the two cannot differ.
 std::string Tokenizer::decode(std::span<const std::int32_t> ids, bool skip_special) const {
-  const Impl& t = *impl_;
-  std::string bytes;
-  bool first = true;
-  for (const std::int32_t id : ids) {
-    t.check_id(id);
-    if (skip_special && t.kind[std::size_t(id)] == 2) continue;
-    bytes += t.decoder.piece(t.text[std::size_t(id)], first);
-    first = false;
-  }
-  std::size_t cut = 0;
-  for (int k = 0; k < t.decoder.strip_start && bytes.compare(cut, t.decoder.strip_content.size(), t.decoder.strip_content) == 0; ++k)
-    cut += t.decoder.strip_content.size();
-  return tok::utf8_lossy(std::string_view(bytes).substr(cut));
+  Stream s = stream(skip_special);
+  std::string out;
+  for (const std::int32_t id : ids) out += s.step(id);
+  return out + s.finish();
 }
 
 struct Tokenizer::Stream::State {
   bool skip_special = false;
   bool first = true;
   int strip_left = 0;
-  std::string pending;
+  std::string pending;  // decoded bytes not yet given out
+  std::string run;      // the bytes of the byte tokens (ByteFallback) since the last other token
 };
 
 Tokenizer::Stream Tokenizer::stream(bool skip_special) const {
@@ -221,23 +215,46 @@ Tokenizer::Stream Tokenizer::stream(bool skip_special) const {
   return s;
 }
 
+namespace {
+
+// A run of byte tokens ends: valid UTF-8 gives its text, anything else one U+FFFD per byte.
+void end_run(std::string& run, std::string& pending) {
+  if (run.empty()) return;
+  if (!tok::utf8_invalid_at(run)) pending += run;
+  else
+    for (std::size_t i = 0; i < run.size(); ++i) pending += "\xef\xbf\xbd";
+  run.clear();
+}
+
+// Strip after Fuse: removes up to strip_left leading copies of `strip` from what comes first.
+// False while the output so far could still turn out to begin with one (it waits).
+bool strip_start(std::string& pending, int& strip_left, const std::string& strip, bool last) {
+  while (strip_left > 0 && pending.starts_with(strip)) {
+    pending.erase(0, strip.size());
+    --strip_left;
+  }
+  if (strip_left > 0 && !last && std::string_view(strip).starts_with(pending)) return false;
+  strip_left = 0;
+  return true;
+}
+
+}  // namespace
+
 std::string Tokenizer::Stream::step(std::int32_t id) {
   const Impl& t = *impl_;
   State& s = *state_;
-  t.check_id(id);
-  if (s.skip_special && t.kind[std::size_t(id)] == 2) return {};
-  s.pending += t.decoder.piece(t.text[std::size_t(id)], s.first);
+  // An id no token has (a padded embedding's) decodes to nothing, as in tokenizers.
+  if (!t.has(id) || (s.skip_special && t.kind[std::size_t(id)] == 2)) return {};
+  tok::DecodedPiece piece = t.decoder.piece(t.text[std::size_t(id)], s.first);
   s.first = false;
-  const std::string& strip = t.decoder.strip_content;
-  while (s.strip_left > 0 && s.pending.starts_with(strip)) {
-    s.pending.erase(0, strip.size());
-    --s.strip_left;
+  if (piece.byte_token) {
+    s.run += piece.bytes;  // its text depends on the whole run: it waits for the run's end
+    return {};
   }
-  if (s.strip_left > 0) {
-    // Output that could still begin with the stripped text waits for the next token.
-    if (std::string_view(strip).starts_with(s.pending)) return {};
-    s.strip_left = 0;
-  }
+  end_run(s.run, s.pending);
+  s.pending += piece.bytes;
+  if (!strip_start(s.pending, s.strip_left, t.decoder.strip_content, false)) return {};
+  // An incomplete UTF-8 sequence at the end waits for the bytes that may complete it.
   const std::size_t cut = s.pending.size() - tok::utf8_incomplete_tail(s.pending);
   std::string out = tok::utf8_lossy(std::string_view(s.pending).substr(0, cut));
   s.pending.erase(0, cut);
@@ -245,9 +262,11 @@ std::string Tokenizer::Stream::step(std::int32_t id) {
 }
 
 std::string Tokenizer::Stream::finish() {
-  std::string out = tok::utf8_lossy(state_->pending);
-  state_->pending.clear();
-  state_->strip_left = 0;
+  State& s = *state_;
+  end_run(s.run, s.pending);
+  strip_start(s.pending, s.strip_left, impl_->decoder.strip_content, true);
+  std::string out = tok::utf8_lossy(s.pending);
+  s.pending.clear();
   return out;
 }
 
@@ -257,6 +276,7 @@ std::optional<std::int32_t> Tokenizer::bos_id() const { return impl_->bos; }
 const std::vector<std::int32_t>& Tokenizer::eos_ids() const { return impl_->eos; }
 bool Tokenizer::is_eos(std::int32_t id) const { return std::binary_search(impl_->eos.begin(), impl_->eos.end(), id); }
 std::int32_t Tokenizer::vocab_size() const { return std::int32_t(impl_->text.size()); }
+bool Tokenizer::has_token(std::int32_t id) const { return impl_->has(id); }
 
 const std::string& Tokenizer::token_text(std::int32_t id) const {
   impl_->check_id(id);

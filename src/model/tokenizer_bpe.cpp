@@ -30,15 +30,25 @@ std::pair<std::string, std::string> merge_parts(const json& m, const W& w) {
 
 }  // namespace
 
-Bpe parse_bpe(const json& model, const Where& w) {
+Bpe parse_bpe(const json& model, const Where& w, std::string& encode_refusal) {
   const std::string type = w.string(model, "type");
   if (type != "BPE")
     (w / "type").fail(fmt::format("model type '{}' is not supported (BPE; WordPiece, Unigram and WordLevel are not)", printable(type)));
+  // Options of encoding alone: refused when text is encoded (the first refusal is kept).
+  const auto refuse = [&encode_refusal](const Where& at, const std::string& what) {
+    try {
+      at.fail(what);
+    } catch (const CheckpointError& e) {
+      if (encode_refusal.empty()) encode_refusal = e.what();
+    }
+  };
   if (const json* d = w.get(model, "dropout"); d != nullptr && !(d->is_number() && d->get<double>() == 0.0))
-    (w / "dropout").fail(fmt::format("{} is not supported: encoding must be deterministic (null or 0)", printable(d->dump())));
-  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
-    if (auto s = w.opt_string(model, key); s && !s->empty())
-      (w / key).fail(fmt::format("'{}' is not supported (null or empty)", printable(*s)));
+    refuse(w / "dropout", fmt::format("{} is not supported: encoding must be deterministic (null or 0)", printable(d->dump())));
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    const json* v = w.get(model, key);
+    if (v != nullptr && !(v->is_string() && v->get_ref<const std::string&>().empty()))
+      refuse(w / key, fmt::format("{} is not supported (null or empty)", printable(v->dump())));
+  }
 
   Bpe bpe;
   bpe.fuse_unk = w.boolean(model, "fuse_unk", false);

@@ -108,9 +108,17 @@ std::shared_ptr<Tokenizer::Impl> parse_tokenizer_json(std::string_view text, con
   if (!root.is_object()) w.fail("is not a JSON object");
   const json* model = w.get(root, "model");
   if (model == nullptr || !model->is_object()) (w / "model").fail("is missing or not an object");
-  t->bpe = tok::parse_bpe(*model, w / "model");
-  t->normalizer = tok::parse_normalizer(w.get(root, "normalizer"), w / "normalizer");
-  t->pre_tokenizer = tok::parse_pre_tokenizer(w.get(root, "pre_tokenizer"), w / "pre_tokenizer");
+  t->bpe = tok::parse_bpe(*model, w / "model", t->encode_refusal);
+  // The sections only encoding uses: a refusal waits until text is encoded.
+  const auto deferred = [&t](auto&& parse) {
+    try {
+      if (t->encode_refusal.empty()) parse();
+    } catch (const CheckpointError& e) {
+      t->encode_refusal = e.what();
+    }
+  };
+  deferred([&] { t->normalizer = tok::parse_normalizer(w.get(root, "normalizer"), w / "normalizer"); });
+  deferred([&] { t->pre_tokenizer = tok::parse_pre_tokenizer(w.get(root, "pre_tokenizer"), w / "pre_tokenizer"); });
   t->decoder = tok::parse_decoder(w.get(root, "decoder"), w / "decoder");
   t->added = parse_added(w.get(root, "added_tokens"), w / "added_tokens");
 
@@ -138,13 +146,18 @@ std::shared_ptr<Tokenizer::Impl> parse_tokenizer_json(std::string_view text, con
     slot = a.content;
     t->kind[std::size_t(a.id)] = a.special ? 2 : 1;
     if (a.normalized) {
+      if (!t->encode_refusal.empty()) continue;  // the normalizer is not there to match after
       const std::string key = t->normalizer.apply(a.content);
       if (!key.empty()) t->normalized_added.add(key, i);
     } else {
       t->raw_added.add(a.content, i);
     }
   }
-  parse_post_processor(w.get(root, "post_processor"), w / "post_processor", *t);
+  deferred([&] { parse_post_processor(w.get(root, "post_processor"), w / "post_processor", *t); });
+  if (!t->encode_refusal.empty()) {
+    t->prefix.clear();
+    t->suffix.clear();
+  }
   return t;
 }
 

@@ -41,6 +41,12 @@ struct Where {
   std::int32_t id(const json& value) const;
 };
 
+// The members of a Sequence (under `list_key`), or the one step itself.
+std::vector<std::pair<const json*, Where>> steps_of(const json& j, const Where& w, const char* list_key);
+// A Replace or Split pattern, {"String": s} or {"Regex": r}: the text and whether it is literal.
+std::pair<std::string, bool> pattern_of(const json& j, const Where& w);
+std::string replace_all(std::string_view s, std::string_view from, std::string_view to);
+
 // Token ids are below this: a file naming a larger id is refused rather than sized for.
 inline constexpr std::int64_t kMaxId = std::int64_t(1) << 24;
 
@@ -57,8 +63,10 @@ std::string utf8_lossy(std::string_view bytes);
 std::size_t utf8_incomplete_tail(std::string_view bytes);
 bool is_white_space(char32_t cp);  // Unicode White_Space
 bool is_word_char(char32_t cp);    // letters, marks, digits and connector punctuation
-// NFC of valid UTF-8.
-std::string nfc(std::string_view s);
+// Unicode normalization of valid UTF-8 (utf8proc): the canonical or compatibility composition
+// or decomposition, as tokenizers' NFC, NFD, NFKC and NFKD normalizers.
+enum class NormForm : std::uint8_t { nfc, nfd, nfkc, nfkd };
+std::string unicode_normalize(std::string_view s, NormForm form);
 
 // ByteLevel's map: byte -> code point (printable bytes map to themselves, the others to 256+).
 const std::array<char32_t, 256>& byte_to_char();
@@ -83,10 +91,12 @@ class Regex {
 // ---- normalizer ------------------------------------------------------------------------------
 
 struct NormStep {
-  enum class Kind : std::uint8_t { prepend, replace, nfc } kind;
+  enum class Kind : std::uint8_t { prepend, replace, unicode, strip } kind;
   std::string text;                 // prepend: what; replace: the literal pattern
   std::string content;              // replace: the replacement
   std::shared_ptr<Regex> regex;     // replace with a Regex pattern
+  NormForm form = NormForm::nfc;    // unicode
+  bool left = false, right = false; // strip: white space at the start, at the end
 };
 struct Normalizer {
   std::vector<NormStep> steps;
@@ -100,9 +110,18 @@ struct Piece {
   std::string text;
   bool at_start = false;  // begins at offset 0 of the input (Metaspace's prepend_scheme "first")
 };
+// What Split does with the matches of its pattern (tokenizers' SplitDelimiterBehavior).
+enum class SplitBehavior : std::uint8_t { removed, isolated, merged_with_previous, merged_with_next, contiguous };
+// The non-empty pieces of `p` split at `matches` ([begin, end) byte ranges, in order, not
+// overlapping); `invert`: the text between the matches is what the behavior applies to.
+void split_piece(const Piece& p, const std::vector<std::pair<std::size_t, std::size_t>>& matches, SplitBehavior behavior,
+                 bool invert, std::vector<Piece>& out);
+
 struct PreStep {
   enum class Kind : std::uint8_t { split, byte_level, metaspace } kind;
   std::shared_ptr<Regex> regex;      // split; byte_level with use_regex
+  SplitBehavior behavior = SplitBehavior::isolated;  // split
+  bool invert = false;               // split
   bool add_prefix_space = false;     // byte_level
   std::string replacement;           // metaspace
   enum class Prepend : std::uint8_t { always, first, never } prepend = Prepend::always;
@@ -125,23 +144,31 @@ struct Bpe {
   std::array<std::int32_t, 256> byte_tokens{};  // <0xNN>'s id, or -1
   void encode_word(std::string_view word, std::vector<std::int32_t>& out) const;
 };
-Bpe parse_bpe(const json& model, const Where& w);
+// A refusal of what only encoding uses (dropout, ...) goes to encode_refusal, where it is empty.
+Bpe parse_bpe(const json& model, const Where& w, std::string& encode_refusal);
 
 // ---- decoder ---------------------------------------------------------------------------------
 
 struct DecStep {
   enum class Kind : std::uint8_t { replace, byte_fallback, byte_level, strip, metaspace } kind;
   std::string pattern, content;  // replace; strip's content; metaspace's replacement
-  int start = 0;                 // strip
+  int start = 0, stop = 0;       // strip: leading and trailing copies of content removed
   bool strip_first = false;      // metaspace: the first token loses its replacement characters
+};
+// One token's part of the decoded text: bytes, or one byte of a <0xNN> token (ByteFallback),
+// which joins the byte tokens next to it: a run of them that is valid UTF-8 gives its text,
+// any other run one U+FFFD per byte, as tokenizers' ByteFallback decoder does.
+struct DecodedPiece {
+  std::string bytes;
+  bool byte_token = false;
 };
 struct Decoder {
   bool join_with_spaces = false;  // no decoder: tokens joined by " "
   std::vector<DecStep> per_token;  // the steps up to Fuse, applied to each token
   std::string strip_content;       // Strip after Fuse: up to strip_start leading copies, once
   int strip_start = 0;
-  // The bytes of the token that is the `first` one decoded (after skipped specials).
-  std::string piece(std::string_view token, bool first) const;
+  // The piece of the token that is the `first` one decoded (after skipped specials).
+  DecodedPiece piece(std::string_view token, bool first) const;
 };
 Decoder parse_decoder(const json* j, const Where& w);
 
@@ -191,8 +218,12 @@ struct Tokenizer::Impl {
   std::vector<std::int32_t> prefix, suffix;  // added around the sequence by encode(add_special)
   std::optional<std::int32_t> bos;
   std::vector<std::int32_t> eos;
+  // Why text cannot be encoded (a section the encoder does not support), or empty: refused when
+  // text is encoded, not when the file is opened, so that token ids can still be decoded.
+  std::string encode_refusal;
 
   void check_id(std::int32_t id) const;
+  bool has(std::int32_t id) const { return id >= 0 && std::size_t(id) < text.size() && kind[std::size_t(id)] != 0; }
   void encode_text(std::string_view text, std::vector<std::int32_t>& out) const;
 };
 

@@ -1,5 +1,7 @@
-// The normalizer, the pre-tokenizer and the decoder: parsed from tokenizer.json and applied as
-// the tokenizers library defines each step.
+// The normalizer and the pre-tokenizer: parsed from tokenizer.json and applied as the tokenizers
+// library defines each step.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "model/text.h"
@@ -11,9 +13,9 @@ namespace {
 
 // GPT-2's split, which ByteLevel applies with use_regex.
 constexpr const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-constexpr std::string_view kMetaspace = "\xe2\x96\x81";  // U+2581, SentencePiece's space
 
-// The members of a Sequence, or the one step itself.
+}  // namespace
+
 std::vector<std::pair<const json*, Where>> steps_of(const json& j, const Where& w, const char* list_key) {
   std::vector<std::pair<const json*, Where>> out;
   if (w.string(j, "type") != "Sequence") return {{&j, w}};
@@ -49,8 +51,6 @@ std::string replace_all(std::string_view s, std::string_view from, std::string_v
   return out;
 }
 
-}  // namespace
-
 // ---- normalizer ------------------------------------------------------------------------------
 
 Normalizer parse_normalizer(const json* j, const Where& w) {
@@ -59,14 +59,25 @@ Normalizer parse_normalizer(const json* j, const Where& w) {
   for (const auto& [step, ws] : steps_of(*j, w, "normalizers")) {
     const std::string type = ws.string(*step, "type");
     if (type == "Prepend") n.steps.push_back({NormStep::Kind::prepend, ws.string(*step, "prepend"), "", nullptr});
-    else if (type == "NFC") n.steps.push_back({NormStep::Kind::nfc, "", "", nullptr});
-    else if (type == "Replace") {
+    else if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD") {
+      NormStep s{NormStep::Kind::unicode, "", "", nullptr};
+      s.form = type == "NFC" ? NormForm::nfc : type == "NFD" ? NormForm::nfd : type == "NFKC" ? NormForm::nfkc : NormForm::nfkd;
+      n.steps.push_back(std::move(s));
+    } else if (type == "Strip") {
+      NormStep s{NormStep::Kind::strip, "", "", nullptr};
+      s.left = ws.boolean(*step, "strip_left", false);
+      s.right = ws.boolean(*step, "strip_right", false);
+      n.steps.push_back(std::move(s));
+    } else if (type == "Replace") {
       auto [pattern, literal] = pattern_of(*step, ws);
       NormStep s{NormStep::Kind::replace, pattern, ws.string(*step, "content"), nullptr};
       if (literal && pattern.empty()) (ws / "pattern").fail("the String pattern is empty");
       if (!literal) s.regex = std::make_shared<Regex>(pattern, false, ws / "pattern");
       n.steps.push_back(std::move(s));
-    } else (ws / "type").fail(fmt::format("normalizer '{}' is not supported (Sequence, Prepend, Replace, NFC)", printable(type)));
+    } else {
+      (ws / "type").fail(fmt::format("normalizer '{}' is not supported (Sequence, Prepend, Replace, Strip, NFC, NFD, NFKC, NFKD)",
+                                     printable(type)));
+    }
   }
   return n;
 }
@@ -76,7 +87,23 @@ std::string Normalizer::apply(std::string s) const {
     if (s.empty()) break;  // every step maps empty to empty (Prepend adds nothing to an empty text)
     switch (step.kind) {
       case NormStep::Kind::prepend: s = step.text + s; break;
-      case NormStep::Kind::nfc: s = nfc(s); break;
+      case NormStep::Kind::unicode: s = unicode_normalize(s, step.form); break;
+      case NormStep::Kind::strip: {
+        std::size_t begin = 0, end = s.size();
+        for (std::size_t i = 0; step.left && i < end;) {
+          if (!is_white_space(utf8_next(s, i))) break;
+          begin = i;
+        }
+        while (step.right && end > begin) {
+          std::size_t b = end - 1;
+          while (b > begin && (static_cast<unsigned char>(s[b]) & 0xc0) == 0x80) --b;
+          std::size_t i = b;
+          if (!is_white_space(utf8_next(s, i))) break;
+          end = b;
+        }
+        s = s.substr(begin, end - begin);
+        break;
+      }
       case NormStep::Kind::replace:
         if (!step.regex) s = replace_all(s, step.text, step.content);
         else {
@@ -107,9 +134,15 @@ PreTokenizer parse_pre_tokenizer(const json* j, const Where& w) {
       s.kind = PreStep::Kind::split;
       auto [pattern, literal] = pattern_of(*step, ws);
       const std::string behavior = ws.string(*step, "behavior");
-      if (behavior != "Isolated")
-        (ws / "behavior").fail(fmt::format("Split behavior '{}' is not supported (Isolated)", printable(behavior)));
-      if (ws.boolean(*step, "invert", false)) (ws / "invert").fail("Split with invert true is not supported");
+      if (behavior == "Removed") s.behavior = SplitBehavior::removed;
+      else if (behavior == "Isolated") s.behavior = SplitBehavior::isolated;
+      else if (behavior == "MergedWithPrevious") s.behavior = SplitBehavior::merged_with_previous;
+      else if (behavior == "MergedWithNext") s.behavior = SplitBehavior::merged_with_next;
+      else if (behavior == "Contiguous") s.behavior = SplitBehavior::contiguous;
+      else
+        (ws / "behavior").fail(fmt::format(
+            "Split behavior '{}' is not one of Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous", printable(behavior)));
+      s.invert = ws.boolean(*step, "invert", false);
       s.regex = std::make_shared<Regex>(pattern, literal, ws / "pattern");
     } else if (type == "ByteLevel") {
       s.kind = PreStep::Kind::byte_level;
@@ -138,46 +171,91 @@ PreTokenizer parse_pre_tokenizer(const json* j, const Where& w) {
   return p;
 }
 
+void split_piece(const Piece& p, const std::vector<std::pair<std::size_t, std::size_t>>& matches, SplitBehavior behavior,
+                 bool invert, std::vector<Piece>& out) {
+  // The text as alternating stretches, each flagged as a delimiter (a match, or with invert a
+  // stretch between matches) or not; then the behavior decides where the pieces end.
+  struct Part {
+    std::size_t begin, end;
+    bool delimiter;
+  };
+  std::vector<Part> parts;
+  std::size_t at = 0;
+  for (const auto& [b, e] : matches) {
+    if (b > at) parts.push_back({at, b, invert});
+    parts.push_back({b, e, !invert});
+    at = e;
+  }
+  if (at < p.text.size()) parts.push_back({at, p.text.size(), invert});
+
+  std::vector<Part> pieces;  // delimiter: dropped (Removed)
+  bool previous = false;     // the last part was a delimiter
+  switch (behavior) {
+    case SplitBehavior::removed: pieces = parts; break;
+    case SplitBehavior::isolated:
+      for (Part q : parts) pieces.push_back({q.begin, q.end, false});
+      break;
+    case SplitBehavior::contiguous:  // a run of delimiters (or of the others) is one piece
+      for (const Part& q : parts) {
+        if (q.delimiter == previous && !pieces.empty()) pieces.back().end = q.end;
+        else pieces.push_back({q.begin, q.end, false});
+        previous = q.delimiter;
+      }
+      break;
+    case SplitBehavior::merged_with_previous:  // a delimiter ends the piece before it
+      for (const Part& q : parts) {
+        if (q.delimiter && !previous && !pieces.empty()) pieces.back().end = q.end;
+        else pieces.push_back({q.begin, q.end, false});
+        previous = q.delimiter;
+      }
+      break;
+    case SplitBehavior::merged_with_next:  // a delimiter starts the piece after it
+      for (auto q = parts.rbegin(); q != parts.rend(); ++q) {
+        if (q->delimiter && !previous && !pieces.empty()) pieces.back().begin = q->begin;
+        else pieces.push_back({q->begin, q->end, false});
+        previous = q->delimiter;
+      }
+      std::reverse(pieces.begin(), pieces.end());
+      break;
+  }
+  for (const Part& q : pieces)
+    if (!q.delimiter && q.end > q.begin) out.push_back({p.text.substr(q.begin, q.end - q.begin), p.at_start && q.begin == 0});
+}
+
+namespace {
+
+// The non-overlapping occurrences of a non-empty `what` in `text`, leftmost first.
+std::vector<std::pair<std::size_t, std::size_t>> find_literal(std::string_view text, std::string_view what) {
+  std::vector<std::pair<std::size_t, std::size_t>> out;
+  for (std::size_t hit = text.find(what); hit != std::string_view::npos; hit = text.find(what, hit + what.size()))
+    out.emplace_back(hit, hit + what.size());
+  return out;
+}
+
+}  // namespace
+
 void PreTokenizer::apply(Piece piece, std::vector<Piece>& out) const {
   std::vector<Piece> pieces{std::move(piece)}, next;
-  // Each match of a regex becomes a piece, and so does each stretch between matches (Isolated).
-  const auto split_isolated = [&next](const Regex& re, Piece& p) {
-    std::size_t at = 0;
-    for (const auto& [b, e] : re.find_all(p.text)) {
-      if (b > at) next.push_back({p.text.substr(at, b - at), p.at_start && at == 0});
-      next.push_back({p.text.substr(b, e - b), p.at_start && b == 0});
-      at = e;
-    }
-    if (at < p.text.size()) next.push_back({p.text.substr(at), p.at_start && at == 0});
-  };
   for (const PreStep& step : steps) {
     next.clear();
     for (Piece& p : pieces) {
       switch (step.kind) {
-        case PreStep::Kind::split: split_isolated(*step.regex, p); break;
+        case PreStep::Kind::split: split_piece(p, step.regex->find_all(p.text), step.behavior, step.invert, next); break;
         case PreStep::Kind::byte_level: {
           if (step.add_prefix_space && !p.text.starts_with(' ')) p.text.insert(0, 1, ' ');
           const std::size_t first = next.size();
-          if (step.regex) split_isolated(*step.regex, p);
+          if (step.regex) split_piece(p, step.regex->find_all(p.text), SplitBehavior::isolated, false, next);
           else next.push_back(std::move(p));
           for (std::size_t i = first; i < next.size(); ++i) next[i].text = byte_level_map(next[i].text);
           break;
         }
         case PreStep::Kind::metaspace: {
-          std::string t = replace_all(p.text, " ", step.replacement);
+          Piece t{replace_all(p.text, " ", step.replacement), p.at_start};
           const bool prepend = step.prepend == PreStep::Prepend::always || (step.prepend == PreStep::Prepend::first && p.at_start);
-          if (prepend && !t.starts_with(step.replacement)) t.insert(0, step.replacement);
-          if (!step.split) {
-            next.push_back({std::move(t), p.at_start});
-            break;
-          }
-          // Split before each replacement character, which starts the next piece.
-          std::size_t at = 0;
-          for (std::size_t hit = t.find(step.replacement, 1); hit != std::string::npos; hit = t.find(step.replacement, hit + 1)) {
-            next.push_back({t.substr(at, hit - at), p.at_start && at == 0});
-            at = hit;
-          }
-          if (at < t.size()) next.push_back({t.substr(at), p.at_start && at == 0});
+          if (prepend && !t.text.starts_with(step.replacement)) t.text.insert(0, step.replacement);
+          // Each replacement character starts a piece.
+          if (step.split) split_piece(t, find_literal(t.text, step.replacement), SplitBehavior::merged_with_next, false, next);
+          else next.push_back(std::move(t));
           break;
         }
       }
@@ -186,104 +264,6 @@ void PreTokenizer::apply(Piece piece, std::vector<Piece>& out) const {
   }
   for (Piece& p : pieces)
     if (!p.text.empty()) out.push_back(std::move(p));
-}
-
-// ---- decoder ---------------------------------------------------------------------------------
-
-Decoder parse_decoder(const json* j, const Where& w) {
-  Decoder d;
-  if (j == nullptr) {
-    d.join_with_spaces = true;
-    return d;
-  }
-  bool fused = false;
-  for (const auto& [step, ws] : steps_of(*j, w, "decoders")) {
-    const std::string type = ws.string(*step, "type");
-    DecStep s{};
-    if (type == "Fuse") {
-      fused = true;
-      continue;
-    }
-    if (type == "Strip") {
-      s.kind = DecStep::Kind::strip;
-      s.content = ws.string(*step, "content");
-      s.start = int(ws.integer(*step, "start", 0, 1 << 20));
-      if (ws.integer(*step, "stop", 0, 1 << 20) != 0) (ws / "stop").fail("Strip with stop > 0 is not supported");
-      std::size_t i = 0;
-      if (s.content.empty() || utf8_invalid_at(s.content) || (utf8_next(s.content, i), i != s.content.size()))
-        (ws / "content").fail(fmt::format("'{}' is not one character", printable(s.content)));
-      if (fused) {
-        if (d.strip_start > 0) ws.fail("two Strip steps after Fuse are not supported");
-        d.strip_content = s.content;
-        d.strip_start = s.start;
-        continue;
-      }
-    } else if (fused) {
-      (ws / "type").fail(fmt::format("decoder '{}' after Fuse is not supported (Strip)", printable(type)));
-    } else if (type == "Replace") {
-      s.kind = DecStep::Kind::replace;
-      auto [pattern, literal] = pattern_of(*step, ws);
-      if (!literal || pattern.empty()) (ws / "pattern").fail("only a non-empty String pattern is supported");
-      s.pattern = pattern;
-      s.content = ws.string(*step, "content");
-    } else if (type == "ByteFallback") {
-      s.kind = DecStep::Kind::byte_fallback;
-    } else if (type == "ByteLevel") {
-      s.kind = DecStep::Kind::byte_level;
-    } else if (type == "Metaspace") {
-      s.kind = DecStep::Kind::metaspace;
-      s.content = ws.string(*step, "replacement");
-      const auto scheme = ws.opt_string(*step, "prepend_scheme");
-      s.strip_first = scheme ? *scheme != "never" : ws.boolean(*step, "add_prefix_space", true);
-    } else {
-      (ws / "type").fail(fmt::format(
-          "decoder '{}' is not supported (Sequence, ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace)", printable(type)));
-    }
-    d.per_token.push_back(std::move(s));
-  }
-  return d;
-}
-
-std::string Decoder::piece(std::string_view token, bool first) const {
-  if (join_with_spaces) {
-    std::string t(first ? "" : " ");
-    t.append(token);
-    return t;
-  }
-  std::string t(token);
-  for (const DecStep& s : per_token) {
-    switch (s.kind) {
-      case DecStep::Kind::replace: t = replace_all(t, s.pattern, s.content); break;
-      case DecStep::Kind::byte_fallback: {
-        const auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'F') || (c >= 'a' && c <= 'f'); };
-        if (t.size() == 6 && t.starts_with("<0x") && t[5] == '>' && hex(t[3]) && hex(t[4]))
-          t = std::string(1, char(std::stoi(t.substr(3, 2), nullptr, 16)));
-        break;
-      }
-      case DecStep::Kind::byte_level: {
-        // Every character mapped back to its byte; a token with a character outside the map
-        // (an added token's text, say) keeps its own bytes.
-        std::string bytes;
-        bool all = utf8_invalid_at(t) == std::nullopt;
-        for (std::size_t i = 0; all && i < t.size();) {
-          const int b = char_to_byte(utf8_next(t, i));
-          if (b < 0) all = false;
-          else bytes += char(b);
-        }
-        if (all) t = std::move(bytes);
-        break;
-      }
-      case DecStep::Kind::strip:
-        for (int k = 0; k < s.start && t.starts_with(s.content); ++k) t.erase(0, s.content.size());
-        break;
-      case DecStep::Kind::metaspace:
-        // As tokenizers does: in the first token every replacement character goes, not only a
-        // leading one.
-        t = replace_all(t, s.content, first && s.strip_first ? "" : " ");
-        break;
-    }
-  }
-  return t;
 }
 
 }  // namespace exactq::tok

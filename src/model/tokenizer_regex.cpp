@@ -27,7 +27,8 @@ Regex::Regex(std::string_view pattern, bool literal, const Where& where) {
   if (utf8_invalid_at(pattern)) where.fail(fmt::format("pattern '{}' is not UTF-8", printable(pattern)));
   int error = 0;
   PCRE2_SIZE offset = 0;
-  const std::uint32_t options = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0);
+  // PCRE2_LITERAL takes no PCRE2_UCP (nothing of a literal depends on Unicode properties).
+  const std::uint32_t options = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
   pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options, &error,
                                    &offset, nullptr);
   if (code == nullptr) {

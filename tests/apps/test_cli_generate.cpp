@@ -69,6 +69,9 @@ TEST(CliGenerate, RefusesBadInputNamingIt) {
       {"generate" + model, "exactly one of --prompt and --prompt-ids"},
       {"generate" + model + " --prompt hi --prompt-ids 1", "exactly one of --prompt and --prompt-ids"},
       {"generate" + model + " --prompt ''", "--prompt"},
+      // An empty value after '=' does not take the next option as the prompt.
+      {"generate --prompt=" + model, "--prompt=: the value after '=' is empty"},
+      {"generate" + model + " --prompt= --max-tokens 2", "--prompt=: the value after '=' is empty"},
       {"generate" + model + " --prompt-ids 1,,2", "--prompt-ids"},
       {"generate" + model + " --prompt-ids 1,99999", "token 99999"},
       {"generate" + model + " --prompt-ids -1", "--prompt-ids"},

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "exactq/tokenizer.h"
+#include "model/tokenizer_parts.h"
 #include "model/tokenizer_fixture.h"
 
 namespace exactq::test {
@@ -76,8 +77,12 @@ TEST_P(TokenizerByteLevel, DecodeAndSkipSpecial) {
   EXPECT_EQ(t.decode(ids, true), "hello the<tool>");
   EXPECT_EQ(streamed(t, ids, false), t.decode(ids));
   EXPECT_EQ(streamed(t, ids, true), t.decode(ids, true));
-  EXPECT_THROW(t.decode(Ids{268}), std::invalid_argument);
-  EXPECT_THROW(t.decode(Ids{-1}), std::invalid_argument);
+  // Ids no token has (past the vocabulary, as a padded embedding's) decode to nothing.
+  EXPECT_FALSE(t.has_token(268));
+  EXPECT_FALSE(t.has_token(-1));
+  EXPECT_TRUE(t.has_token(267));
+  EXPECT_EQ(t.decode(Ids{257, 268, -1, 259, 1 << 20}), "hell");
+  EXPECT_EQ(streamed(t, Ids{268, 257, -1}, false), "he");
 }
 
 TEST_P(TokenizerByteLevel, StreamHoldsBackIncompleteUtf8) {
@@ -134,6 +139,72 @@ TEST(TokenizerSentencePiece, DecodeReplacesBytesAndStripsOneLeadingSpace) {
   EXPECT_EQ(t.decode(Ids{259, 259, 260}), " h");  // only one space goes
   for (const Ids& ids : {Ids{1, 269, 269}, Ids{259, 259, 260}, Ids{259, 3 + 0xe6, 3 + 0x97, 3 + 0xa5, 264}, Ids{3 + 0xe6, 1, 3 + 0x97}})
     for (bool skip : {false, true}) EXPECT_EQ(streamed(t, ids, skip), t.decode(ids, skip));
+}
+
+// A run of byte tokens is one piece, as tokenizers' ByteFallback decoder joins it: its text where
+// the run is valid UTF-8, one U+FFFD per byte otherwise; the stream holds the run back.
+TEST(TokenizerSentencePiece, ByteRunsDecodeWholeOrAsOneReplacementPerByte) {
+  const Tokenizer t = load(sentencepiece_tokenizer(true));
+  const std::string fffd = "\xef\xbf\xbd";
+  const auto b = [](int x) { return 3 + x; };
+  EXPECT_EQ(t.decode(Ids{260, b(0xe6), b(0x97)}), "h" + fffd + fffd);  // a character cut short
+  EXPECT_EQ(t.decode(Ids{260, b(0xe6), b(0x97), b(0xa5), b(0xe6)}), "h" + fffd + fffd + fffd + fffd);
+  EXPECT_EQ(t.decode(Ids{260, b(0xe6), b(0x97), b(0xa5), 260, b(0xe6)}), "h\xe6\x97\xa5h" + fffd);
+  auto s = t.stream();
+  EXPECT_EQ(s.step(260), "h");
+  EXPECT_EQ(s.step(b(0xe6)), "");
+  EXPECT_EQ(s.step(b(0x97)), "");
+  EXPECT_EQ(s.step(b(0xa5)), "");
+  EXPECT_EQ(s.step(261), "\xe6\x97\xa5" "e");
+  EXPECT_EQ(s.step(b(0xe6)), "");
+  EXPECT_EQ(s.finish(), fffd);
+}
+
+// Split's behaviors and invert, on the example of tokenizers' documentation.
+TEST(TokenizerSplit, EveryBehaviorWithAndWithoutInvert) {
+  using tok::SplitBehavior;
+  const tok::Piece p{"the-final--countdown", true};
+  const std::vector<std::pair<std::size_t, std::size_t>> dashes = {{3, 4}, {9, 10}, {10, 11}};
+  const auto split = [&](SplitBehavior b, bool invert) {
+    std::vector<tok::Piece> out;
+    tok::split_piece(p, dashes, b, invert, out);
+    std::vector<std::string> texts;
+    for (const auto& x : out) texts.push_back(x.text);
+    EXPECT_TRUE(out.empty() || out[0].at_start == (texts[0] == "the" || texts[0] == "the-")) << texts[0];
+    return texts;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(split(SplitBehavior::removed, false), (V{"the", "final", "countdown"}));
+  EXPECT_EQ(split(SplitBehavior::isolated, false), (V{"the", "-", "final", "-", "-", "countdown"}));
+  EXPECT_EQ(split(SplitBehavior::merged_with_previous, false), (V{"the-", "final-", "-", "countdown"}));
+  EXPECT_EQ(split(SplitBehavior::merged_with_next, false), (V{"the", "-final", "-", "-countdown"}));
+  EXPECT_EQ(split(SplitBehavior::contiguous, false), (V{"the", "-", "final", "--", "countdown"}));
+  EXPECT_EQ(split(SplitBehavior::removed, true), (V{"-", "-", "-"}));
+  EXPECT_EQ(split(SplitBehavior::isolated, true), (V{"the", "-", "final", "-", "-", "countdown"}));
+  EXPECT_EQ(split(SplitBehavior::merged_with_previous, true), (V{"the", "-final", "-", "-countdown"}));
+  EXPECT_EQ(split(SplitBehavior::merged_with_next, true), (V{"the-", "final-", "-", "countdown"}));
+  EXPECT_EQ(split(SplitBehavior::contiguous, true), (V{"the", "-", "final", "--", "countdown"}));
+}
+
+// Unicode normalization is utf8proc's: composition, decomposition, compatibility, Hangul,
+// reordering of combining marks, and text it leaves alone (Devanagari's virama, Thai).
+TEST(TokenizerNormalize, FourFormsOnEveryKindOfText) {
+  using tok::NormForm;
+  using tok::unicode_normalize;
+  EXPECT_EQ(unicode_normalize("e\xcc\x81", NormForm::nfc), "\xc3\xa9");                // e + U+0301 -> é
+  EXPECT_EQ(unicode_normalize("\xc3\xa9", NormForm::nfd), "e\xcc\x81");
+  EXPECT_EQ(unicode_normalize("\xe2\x84\xab", NormForm::nfc), "\xc3\x85");            // Ångström sign -> Å
+  EXPECT_EQ(unicode_normalize("\xe1\x84\x92\xe1\x85\xa1\xe1\x86\xab", NormForm::nfc), "\xed\x95\x9c");  // jamo -> 한
+  EXPECT_EQ(unicode_normalize("\xed\x95\x9c", NormForm::nfd), "\xe1\x84\x92\xe1\x85\xa1\xe1\x86\xab");
+  EXPECT_EQ(unicode_normalize("a\xcc\x81\xcc\xa3", NormForm::nfd), "a\xcc\xa3\xcc\x81");  // marks by class
+  EXPECT_EQ(unicode_normalize("\xef\xac\x81", NormForm::nfc), "\xef\xac\x81");       // ﬁ stays under NFC
+  EXPECT_EQ(unicode_normalize("\xef\xac\x81", NormForm::nfkc), "fi");
+  EXPECT_EQ(unicode_normalize("\xe2\x91\xa0", NormForm::nfkd), "1");                    // ①
+  EXPECT_EQ(unicode_normalize("\xef\xa4\x80", NormForm::nfc), "\xe8\xb1\x88");       // U+F900 -> U+8C48
+  const std::string hindi = "\xe0\xa4\xa8\xe0\xa4\xae\xe0\xa4\xb8\xe0\xa5\x8d\xe0\xa4\xa4\xe0\xa5\x87";  // नमस्ते
+  EXPECT_EQ(unicode_normalize(hindi, NormForm::nfc), hindi);
+  EXPECT_EQ(unicode_normalize(std::string("a\0b", 3), NormForm::nfc), std::string("a\0b", 3));
+  EXPECT_EQ(unicode_normalize("", NormForm::nfkc), "");
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Malformed or unsupported tokenizer files are refused with a CheckpointError naming the file,
-// the field and the value; each case's well-formed twin loads (the control).
+// the field and the value (when opened, or for the sections only encoding uses when text is
+// encoded); each case's well-formed twin loads and encodes (the control).
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -19,7 +20,7 @@ struct Case {
 
 std::string refusal(const std::string& text) {
   try {
-    Tokenizer::from_json(text, "dir/tokenizer.json");
+    Tokenizer::from_json(text, "dir/tokenizer.json").encode("hello there");
   } catch (const CheckpointError& e) {
     return e.what();
   }
@@ -35,10 +36,10 @@ TEST(TokenizerErrors, MalformedFilesAreRefusedByName) {
        {"pre_tokenizer.pretokenizers[1].type", "Whitespace"}},
       {"bad regex", false, [](auto& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(\\p{L}+"; },
        {"pre_tokenizer.pretokenizers[0].pattern", "p{L}+", "not a valid regular expression"}},
-      {"Split behavior", false, [](auto& j) { j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Removed"; },
-       {"behavior", "Removed"}},
-      {"normalizer", true, [](auto& j) { j["normalizer"]["normalizers"][0] = {{"type", "NFKC"}}; },
-       {"normalizer.normalizers[0].type", "NFKC"}},
+      {"Split behavior", false, [](auto& j) { j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Merged"; },
+       {"behavior", "'Merged'", "not one of"}},
+      {"normalizer", true, [](auto& j) { j["normalizer"]["normalizers"][0] = {{"type", "Lowercase"}}; },
+       {"normalizer.normalizers[0].type", "Lowercase"}},
       {"decoder", false, [](auto& j) { j["decoder"] = {{"type", "WordPiece"}}; }, {"decoder.type", "WordPiece"}},
       {"post-processor", false, [](auto& j) { j["post_processor"] = {{"type", "RobertaProcessing"}}; },
        {"post_processor.type", "RobertaProcessing"}},
@@ -63,7 +64,10 @@ TEST(TokenizerErrors, MalformedFilesAreRefusedByName) {
       {"template name", true, [](auto& j) { j["post_processor"]["special_tokens"].erase("<s>"); },
        {"post_processor.special_tokens.<s>", "missing"}},
       {"no model", false, [](auto& j) { j.erase("model"); }, {"model", "missing"}},
-      {"Strip stop", true, [](auto& j) { j["decoder"]["decoders"][3]["stop"] = 2; }, {"decoder.decoders[3].stop"}},
+      {"Strip stop", true, [](auto& j) { j["decoder"]["decoders"][3]["stop"] = 2; }, {"decoder.decoders[3].stop", "after Fuse"}},
+      {"after ByteFallback", true,
+       [](auto& j) { j["decoder"]["decoders"][2] = {{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", "b"}}; },
+       {"decoder.decoders[2].type", "after ByteFallback"}},
       {"metaspace replacement", true,
        [](auto& j) { j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "ab"}, {"prepend_scheme", "first"}}; },
        {"pre_tokenizer.replacement", "'ab' is not one character"}},
@@ -75,6 +79,29 @@ TEST(TokenizerErrors, MalformedFilesAreRefusedByName) {
     const std::string what = refusal(j.dump());
     EXPECT_TRUE(what.starts_with("dir/tokenizer.json: ")) << c.name << ": " << what;
     for (const std::string& piece : c.message) EXPECT_NE(what.find(piece), std::string::npos) << c.name << ": " << what;
+  }
+}
+
+// What only encoding uses is refused when text is encoded: the ids of a model whose prompt is
+// given as ids still decode.
+TEST(TokenizerErrors, EncoderSectionsAreRefusedWhenTextIsEncodedNotWhenOpened) {
+  for (const auto& breakit : std::vector<std::function<void(nlohmann::json&)>>{
+           [](auto& j) { j["normalizer"] = {{"type", "BertNormalizer"}}; },
+           [](auto& j) { j["pre_tokenizer"] = {{"type", "Whitespace"}}; },
+           [](auto& j) { j["post_processor"] = {{"type", "RobertaProcessing"}}; },
+           [](auto& j) { j["model"]["dropout"] = 0.5; }}) {
+    nlohmann::json j = sentencepiece_tokenizer(true);
+    breakit(j);
+    const Tokenizer t = Tokenizer::from_json(j.dump(), "dir/tokenizer.json");
+    const std::vector<std::int32_t> ids = {269, 3 + 0x21};  // "▁hello", <0x21>
+    EXPECT_EQ(t.decode(ids), "hello!");
+    try {
+      t.encode("hello");
+      ADD_FAILURE() << "encoded with " << j.dump().substr(0, 80);
+    } catch (const CheckpointError& e) {
+      EXPECT_TRUE(std::string(e.what()).starts_with("dir/tokenizer.json: ")) << e.what();
+      EXPECT_NE(std::string(e.what()).find("not supported"), std::string::npos) << e.what();
+    }
   }
 }
 

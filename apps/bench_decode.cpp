@@ -69,6 +69,7 @@ void run(const Args& a) {
   std::mt19937_64 rng(1);
   for (KernelFamily family : families)
     for (std::int64_t context : contexts) {
+      if (a.profile && !rows.empty()) header();
       Decoder d(*backend, checkpoint, {family, context + a.tokens + 16});
       std::uniform_int_distribution<std::int32_t> pick(0, std::int32_t(checkpoint.embed_tokens().n - 1));
       std::vector<std::int32_t> prompt(static_cast<std::size_t>(context));
@@ -103,10 +104,7 @@ void run(const Args& a) {
       fmt::print("{:<8} {:>7} {:>10.3f} {:>10.1f} {:>9.1f} {:>9.1f}% {:>11.1f} {:>11.1f} {:>9.1f} {:>9.1f} {:>9.1f}\n",
                  to_string(family), context, prefill, 1.0 / step_s, step_s * 1e6, 100 * roofline, split["linears"],
                  split["attention"], split["norms"], split["argmax"], split["other"]);
-      if (a.profile) {
-        fmt::print("{}", bench::profile_table(profile, 16));
-        header();
-      }
+      if (a.profile) fmt::print("{}", bench::profile_table(profile, 16));
       std::fflush(stdout);
       rows.push_back({{"kernels", to_string(family)}, {"context", context}, {"prefill_seconds", prefill},
                       {"tokens_per_second", 1.0 / step_s}, {"us_per_step", step_s * 1e6},

@@ -10,7 +10,8 @@ namespace exactq::bench {
 
 std::string op_class(const std::string& kind) {
   if (kind.starts_with("qmv") || kind == "dense_mv") return "linears";
-  if (kind == "attention" || kind == "rmsnorm" || kind == "argmax") return kind == "rmsnorm" ? "norms" : kind;
+  if (kind == "rmsnorm" || kind == "add_rmsnorm") return "norms";
+  if (kind == "attention" || kind == "argmax") return kind;
   return "other";
 }
 
@@ -54,7 +55,7 @@ std::string profile_table(const StepProfile& p, std::size_t rows) {
       rest.share += o.share;
       continue;
     }
-    out += fmt::format("  {:<17} {:<34} {:>6.0f} {:>10.1f} {:>9.2f} {:>10.3f} {:>8.0f} {:>6.1f}%\n", o.kind, o.shape,
+    out += fmt::format("  {:<17} {:<34} {:>6.0f} {:>10.1f} {:>9.2f} {:>10.3f} {:>8.1f} {:>6.1f}%\n", o.kind, o.shape,
                        o.count, o.us_per_step, o.us_per_step / o.count, o.bytes_per_step / 1e6,
                        o.bytes_per_step / o.us_per_step / 1e3, 100 * o.share);
   }

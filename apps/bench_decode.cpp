@@ -107,7 +107,7 @@ void run(const Args& a) {
       if (a.profile) fmt::print("{}", bench::profile_table(profile, 16));
       std::fflush(stdout);
       rows.push_back({{"kernels", to_string(family)}, {"context", context}, {"prefill_seconds", prefill},
-                      {"tokens_per_second", 1.0 / step_s}, {"us_per_step", step_s * 1e6},
+                      {"tokens_per_second", 1.0 / step_s}, {"replayed_forwards", d.replayed_forwards()}, {"us_per_step", step_s * 1e6},
                       {"bytes_per_step", weights + kv}, {"fraction_of_roofline", roofline},
                       {"profile", bench::profile_json(profile)}});
     }

@@ -86,6 +86,8 @@ class Decoder {
   // After forward: the rows that have logits, their bytes ([rows, vocab] in dtype()) and each
   // row's greedy token (order/argmax.h, computed on the backend).
   std::int64_t logits_rows() const;
+  // How many forwards ran as a replayed captured step (DecoderOptions::graphs).
+  std::int64_t replayed_forwards() const;
   std::vector<std::byte> logits();
   std::vector<std::int32_t> greedy();
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <stdexcept>
@@ -173,6 +174,7 @@ struct Decoder::State {
     std::map<std::pair<int, std::int64_t>, Step> steps;
   };
   std::map<std::int64_t, Plan> plans;
+  std::int64_t replayed = 0;  // forwards run as a replayed graph
 
   Plan& plan(std::int64_t m) {
     Plan& p = plans[m];
@@ -349,6 +351,7 @@ std::int64_t Decoder::vocab_size() const { return s_->w.head().n; }
 std::int64_t Decoder::context_length() const { return s_->options.context_length; }
 std::int64_t Decoder::length() const { return s_->length; }
 std::int64_t Decoder::logits_rows() const { return s_->logits_rows; }
+std::int64_t Decoder::replayed_forwards() const { return s_->replayed; }
 
 void Decoder::truncate(std::int64_t length) {
   if (length < 0 || length > s_->length)
@@ -384,12 +387,20 @@ void Decoder::forward(std::span<const std::int32_t> tokens, std::int64_t start, 
   if (!s.tracer && s.options.graphs) {
     State::Plan::Step& step = plan.steps[{int(rows), bound}];
     if (step.graph && s.backend.replay(*step.graph)) {
-      // replayed
+      ++s.replayed;
     } else if (++step.seen < 2) {  // the first forward of its kind runs as it comes (and grows any workspace)
       issue();
     } else {  // captured (nullptr where the backend runs ops as they come), then replayed
-      step.graph = s.backend.capture(issue);
-      if (!(step.graph && s.backend.replay(*step.graph))) issue();
+      try {
+        step.graph = s.backend.capture(issue);
+      } catch (const std::runtime_error& e) {  // the device refused to capture: run op by op from now on
+        std::fprintf(stderr, "[exactq] decoder: capturing the step failed (%s); its ops are issued one by one\n", e.what());
+        s.options.graphs = false;
+      }
+      if (step.graph && s.backend.replay(*step.graph))
+        ++s.replayed;
+      else
+        issue();
     }
   } else {
     issue();

@@ -438,6 +438,8 @@ TEST_P(CudaDecoder, CapturedStepsEqualEagerOps) {
     }
   }
   EXPECT_GT(compared, 30);
+  EXPECT_GT(g.replayed_forwards(), compared / 3) << "most forwards replay a captured step";
+  EXPECT_EQ(e.replayed_forwards(), 0);
   EXPECT_EQ(controls, compared / 17) << "a changed token must change the logits";
 }
 

@@ -394,7 +394,7 @@ TEST_P(CudaDecoder, LogitsEqualTheCpuAndBlocksEqualSteps) {
 // Captured steps (CUDA graphs) against the same ops issued one by one: every architecture, widths
 // 1 to 16 in a random order, each width run often enough to be captured and replayed, starts that
 // cross chunk boundaries and attention bounds, workspaces that grow in between (graphs captured
-// before are then captured again). Control: a changed token in one forward changes its logits.
+// before are then captured again). Control: a changed last token in one forward changes its logits.
 TEST_P(CudaDecoder, CapturedStepsEqualEagerOps) {
   REQUIRE_CUDA_BACKEND();
   const DecoderCase& c = GetParam();
@@ -426,8 +426,8 @@ TEST_P(CudaDecoder, CapturedStepsEqualEagerOps) {
       ASSERT_TRUE(g.logits() == expected) << "width " << width << " at " << start;
       ++compared;
       if (compared % 17 == 0) {
-        auto other = tokens;
-        other[0] = (other[0] + 1) % std::int32_t(vocab);
+        auto other = tokens;  // the last row's own token: its logits, kept with either Rows, must change
+        other.back() = (other.back() + 1) % std::int32_t(vocab);
         e.forward(other, start, rows);
         controls += e.logits() != expected;
         e.forward(tokens, start, rows);

@@ -59,6 +59,12 @@ void dense_mv(const DenseMatrix& w, const Buffer& x, std::int64_t m, const Buffe
   holds("dense_mv", "y", y, bytes_of("dense_mv", m * w.n(), e));
 }
 
+void view(const Buffer& b, std::size_t offset, std::size_t bytes) {
+  if (offset > b.size() || bytes > b.size() - offset)
+    fail("view", "[" + std::to_string(offset) + ", +" + std::to_string(bytes) + ") exceeds the buffer's " +
+                     std::to_string(b.size()) + " bytes");
+}
+
 void copy(const Buffer& from, std::size_t from_offset, const Buffer& to, std::size_t to_offset, std::size_t bytes) {
   if (from_offset > from.size() || bytes > from.size() - from_offset)
     fail("copy", "source range [" + std::to_string(from_offset) + ", +" + std::to_string(bytes) + ") exceeds its " +

@@ -24,6 +24,8 @@ void load_dense(DType t, std::int64_t n, std::int64_t k, std::span<const std::by
 void gated_activation(const Buffer& gate, const Buffer& up, std::int64_t count, Activation act, DType t,
                       const Buffer& out);
 void dense_mv(const DenseMatrix& w, const Buffer& x, std::int64_t m, const Buffer& y);
+// A view's range within its buffer.
+void view(const Buffer& b, std::size_t offset, std::size_t bytes);
 void copy(const Buffer& from, std::size_t from_offset, const Buffer& to, std::size_t to_offset, std::size_t bytes);
 void copy_rows(const Buffer& from, std::size_t from_offset, std::size_t from_pitch, const Buffer& to,
                std::size_t to_offset, std::size_t to_pitch, std::size_t row_bytes, std::int64_t rows);

@@ -232,8 +232,7 @@ class CpuBackend final : public Backend {
     checks::write_rows(own(rows), own(positions), m, row_bytes, own(cache));
     const auto* p = reinterpret_cast<const std::int32_t*>(data(positions));
     checks::positions_in_range("write_rows", p, m, std::int64_t(own(cache).size() / row_bytes) - 1);
-    for (std::int64_t i = 0; i < m; ++i)
-      std::memcpy(data(cache) + std::size_t(p[i]) * row_bytes, data(rows) + std::size_t(i) * row_bytes, row_bytes);
+    cpu::write_rows(data(rows), p, m, row_bytes, data(cache));
   }
   void attention(const Buffer& q, const Buffer& keys, const Buffer& values, std::int64_t m, const Buffer& positions,
                  std::int64_t max_position, const AttentionShape& shape, DType t, Buffer& out) override {
@@ -266,11 +265,8 @@ class CpuBackend final : public Backend {
   void synchronize() override {}
   std::unique_ptr<Timeline> timeline() override { return std::make_unique<HostTimeline>(); }
   std::unique_ptr<Buffer> view(Buffer& b, std::size_t offset, std::size_t bytes) override {
-    const std::span<std::byte> all = own(b).bytes();
-    if (offset > all.size() || bytes > all.size() - offset)
-      checks::fail("view", "[" + std::to_string(offset) + ", +" + std::to_string(bytes) + ") exceeds the buffer's " +
-                               std::to_string(all.size()) + " bytes");
-    return std::make_unique<CpuBuffer>(all.subspan(offset, bytes));
+    checks::view(own(b), offset, bytes);
+    return std::make_unique<CpuBuffer>(own(b).bytes().subspan(offset, bytes));
   }
   // The CPU runs every op as it comes: nothing to capture.
   std::unique_ptr<Graph> capture(const std::function<void()>&) override { return nullptr; }

@@ -423,11 +423,8 @@ class CudaBackend final : public Backend {
   void synchronize() override { EXACTQ_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
   std::unique_ptr<Timeline> timeline() override { return std::make_unique<EventTimeline>(stream_); }
   std::unique_ptr<Buffer> view(Buffer& b, std::size_t offset, std::size_t bytes) override {
-    const std::span<std::byte> all = buffer(b).bytes();
-    if (offset > all.size() || bytes > all.size() - offset)
-      checks::fail("view", "[" + std::to_string(offset) + ", +" + std::to_string(bytes) + ") exceeds the buffer's " +
-                               std::to_string(all.size()) + " bytes");
-    return std::make_unique<CudaBuffer>(all.subspan(offset, bytes));
+    checks::view(buffer(b), offset, bytes);
+    return std::make_unique<CudaBuffer>(buffer(b).bytes().subspan(offset, bytes));
   }
   std::unique_ptr<Graph> capture(const std::function<void()>& issue) override {
     const std::uint64_t generation = workspace_generation_;

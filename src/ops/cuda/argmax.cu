@@ -51,6 +51,7 @@ __device__ Candidate block_best(Candidate c) {
 template <DType T>
 __global__ void __launch_bounds__(kBlock) argmax_slices(const void* logits, std::int64_t n, std::int64_t slices,
                                                         Candidate* candidates) {
+  step_prologue();
   const std::int64_t row = blockIdx.x;
   const std::size_t base = std::size_t(row * n);
   for (std::int64_t slice = blockIdx.y; slice < slices; slice += gridDim.y) {  // uniform per block
@@ -75,6 +76,7 @@ __global__ void __launch_bounds__(kBlock) argmax_slices(const void* logits, std:
 
 __global__ void __launch_bounds__(kBlock) argmax_rows(const Candidate* candidates, std::int64_t slices,
                                                       std::int32_t* indices) {
+  step_prologue();
   const std::int64_t row = blockIdx.x;
   Candidate c{0.0f, -1};
   for (std::int64_t s = threadIdx.x; s < slices; s += kBlock) c = better_of(c, candidates[row * slices + s]);
@@ -94,10 +96,11 @@ void launch_argmax(const void* logits, std::int64_t m, std::int64_t n, DType t, 
   const std::int64_t slices = (n + kSlice - 1) / kSlice;
   auto* candidates = static_cast<Candidate*>(workspace);
   dispatch_value<int(DType::f32), int(DType::f16), int(DType::bf16)>(int(t), "dtype", [&]<int D>() {
-    argmax_slices<DType(D)><<<dim3(unsigned(m), unsigned(slices < kMaxSliceBlocks ? slices : kMaxSliceBlocks)), kBlock, 0, stream>>>(logits, n, slices, candidates);
+    launch_step(argmax_slices<DType(D)>, dim3(unsigned(m), unsigned(slices < kMaxSliceBlocks ? slices : kMaxSliceBlocks)),
+                kBlock, 0, stream, logits, n, slices, candidates);
   });
   EXACTQ_CUDA_CHECK(cudaGetLastError());
-  argmax_rows<<<unsigned(m), kBlock, 0, stream>>>(candidates, slices, indices);
+  launch_step(argmax_rows, dim3(unsigned(m)), kBlock, 0, stream, candidates, slices, indices);
   EXACTQ_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -157,6 +157,7 @@ __global__ void __launch_bounds__(kBlock) attention_chunks(const std::byte* q, c
   __shared__ float weights[kGroupHeads * kWeightStride];  // s_j, then e_j, of head h at [h][j]
   __shared__ float chunk_max[kGroupHeads];
   __shared__ __align__(16) std::byte tile[kTileBytes];
+  step_prologue();
   constexpr std::size_t e = dtype_size(T);
   const std::int64_t group = heads / kv_heads, groups = (group + kGroupHeads - 1) / kGroupHeads;
   std::int64_t index = blockIdx.x;
@@ -259,6 +260,7 @@ __global__ void __launch_bounds__(kBlock) attention_fold(const float2* stats, co
   __shared__ float maxima[kFoldTile], sums[kFoldTile];  // the tile's (m_c, l_c)
   __shared__ float before[kFoldTile];                   // the running max before each chunk of the tile
   __shared__ float running_max;
+  step_prologue();
   const int tid = threadIdx.x;
   const std::int64_t r = blockIdx.x, position = clamped(positions[r / heads], max_position);
   const std::int64_t count = position / kChunk - order::attention_first_visible(position, window) / kChunk + 1;
@@ -343,12 +345,12 @@ void launch_attention(const void* q, const void* keys, const void* values, std::
     auto* stats = static_cast<float2*>(workspace);
     auto* o_c = reinterpret_cast<float*>(stats + std::size_t(n * s.heads * slots));
     dispatch_value<int(DType::f32), int(DType::f16), int(DType::bf16)>(int(t), "dtype", [&]<int D>() {
-      attention_chunks<DType(D)><<<unsigned(n * s.kv_heads * groups * slots), kBlock, 0, stream>>>(
+      launch_step(attention_chunks<DType(D)>, dim3(unsigned(n * s.kv_heads * groups * slots)), kBlock, 0, stream,
           q_bytes + std::size_t(r0) * row_elements * e, static_cast<const std::byte*>(keys),
           static_cast<const std::byte*>(values), positions + r0, max_position, s.heads, s.kv_heads, int(s.head_dim), s.scale,
           s.window, slots, stats, o_c);
       EXACTQ_CUDA_CHECK(cudaGetLastError());
-      attention_fold<DType(D)><<<unsigned(n * s.heads), kBlock, 0, stream>>>(
+      launch_step(attention_fold<DType(D)>, dim3(unsigned(n * s.heads)), kBlock, 0, stream,
           stats, o_c, slots, positions + r0, max_position, s.heads, int(s.head_dim), s.window,
           out_bytes + std::size_t(r0) * row_elements * e);
     });

@@ -316,7 +316,12 @@ class CudaBackend final : public Backend {
       if (xs.size() >= std::size_t(m * v.k) * e) xs = xs.first(std::size_t(m * v.k) * e);
       if (ys.size() >= std::size_t(m * v.n) * e) ys = ys.first(std::size_t(m * v.n) * e);
     }
-    cuda::qmv(kernel, v, xs, m, ys, options_, stream_);
+    // A backend's matrices are uploaded, never written by a kernel, so the qmv family may read
+    // them while the kernel before it on the stream finishes (the decoder's other kernels are all
+    // launched so: common.cuh's launch_step).
+    QmvOptions options = options_;
+    options.overlap_launch = true;
+    cuda::qmv(kernel, v, xs, m, ys, options, stream_);
   }
 
   std::unique_ptr<DenseMatrix> load_dense(DType t, std::int64_t n, std::int64_t k,

@@ -145,6 +145,23 @@ void launch_overlapping(void (*kernel)(Params...), dim3 grid, int threads, std::
   EXACTQ_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
 }
 
+// The decoder's own kernels (norms, RoPE, the cache write, attention, the elementwise ops, the
+// embedding, argmax) are all launched by launch_step and begin with step_prologue(): the next
+// kernel on the stream may be scheduled at once (its blocks take SM slots as this grid frees them,
+// so a launch's latency and a matrix's first loads hide behind the kernel before), and this one
+// waits until the kernel before it has finished and its writes are visible. Nothing before the
+// wait touches memory: every kernel waits, so a kernel's completion implies that of all before
+// it, and no byte can depend on the overlap.
+__device__ __forceinline__ void step_prologue() {
+  let_next_grid_start();
+  wait_for_previous_grid();
+}
+template <typename... Params, typename... Args>
+void launch_step(void (*kernel)(Params...), dim3 grid, int threads, std::size_t smem, cudaStream_t stream,
+                 Args&&... args) {
+  launch_overlapping(kernel, grid, threads, smem, true, stream, std::forward<Args>(args)...);
+}
+
 // ---- asynchronous copies into a shared-memory ring (qmv_mma.cu) ----------------------------------
 // Bytes in flight decide the bandwidth of a streaming kernel (Little's law: ~4.6 TB/s times about
 // a microsecond of loaded HBM latency is several MB, tens of KB per SM). Held in registers they

@@ -11,6 +11,7 @@ namespace {
 
 __global__ void dense_mv_kernel(const void* w, std::int64_t n, std::int64_t k, DType t, const void* x, std::int64_t m,
                                 void* y) {
+  step_prologue();
   const std::int64_t warp = (std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (warp >= m * n) return;
@@ -26,7 +27,7 @@ __global__ void dense_mv_kernel(const void* w, std::int64_t n, std::int64_t k, D
 
 void launch_dense_mv(const void* w, std::int64_t n, std::int64_t k, DType t, const void* x, std::int64_t m, void* y,
                      cudaStream_t stream) {
-  dense_mv_kernel<<<blocks_for(m * n, kWarps), kThreads, 0, stream>>>(w, n, k, t, x, m, y);
+  launch_step(dense_mv_kernel, dim3(blocks_for(m * n, kWarps)), kThreads, 0, stream, w, n, k, t, x, m, y);
   EXACTQ_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -12,6 +12,7 @@ namespace {
 __global__ void embed_quantized_kernel(const std::uint8_t* packed, const void* scales, const void* biases,
                                        std::int64_t n, std::int64_t k, int bits, int group, DType t,
                                        const std::int32_t* tokens, std::int64_t m, void* out) {
+  step_prologue();
   const std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= m * k) return;
   const std::int64_t v = i / k, col = i % k, row = tokens[v];
@@ -26,6 +27,7 @@ __global__ void embed_quantized_kernel(const std::uint8_t* packed, const void* s
 
 __global__ void embed_dense_kernel(const void* table, std::int64_t n, std::int64_t k, DType t,
                                    const std::int32_t* tokens, std::int64_t m, void* out) {
+  step_prologue();
   const std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= m * k) return;
   const std::int64_t v = i / k, col = i % k, row = tokens[v];
@@ -36,14 +38,14 @@ __global__ void embed_dense_kernel(const void* table, std::int64_t n, std::int64
 
 void launch_embed_quantized(const QuantizedMatrixView& w, const std::int32_t* tokens, std::int64_t m, void* out,
                             cudaStream_t stream) {
-  embed_quantized_kernel<<<blocks_for(m * w.k, kThreads), kThreads, 0, stream>>>(
-      w.packed.data(), w.scales.data(), w.biases.data(), w.n, w.k, w.bits, w.group, w.dtype, tokens, m, out);
+  launch_step(embed_quantized_kernel, dim3(blocks_for(m * w.k, kThreads)), kThreads, 0, stream,
+              w.packed.data(), w.scales.data(), w.biases.data(), w.n, w.k, w.bits, w.group, w.dtype, tokens, m, out);
   EXACTQ_CUDA_CHECK(cudaGetLastError());
 }
 
 void launch_embed_dense(const void* table, std::int64_t n, std::int64_t k, DType t, const std::int32_t* tokens,
                         std::int64_t m, void* out, cudaStream_t stream) {
-  embed_dense_kernel<<<blocks_for(m * k, kThreads), kThreads, 0, stream>>>(table, n, k, t, tokens, m, out);
+  launch_step(embed_dense_kernel, dim3(blocks_for(m * k, kThreads)), kThreads, 0, stream, table, n, k, t, tokens, m, out);
   EXACTQ_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -40,6 +40,7 @@ __global__ void __launch_bounds__(kMaxThreads) rmsnorm_kernel(void* x, const voi
                                                               bool vectors, void* y) {
   extern __shared__ float row[];  // h values
   __shared__ float inverse_rms;
+  step_prologue();
   const std::size_t base = std::size_t(blockIdx.x) * std::size_t(h) * dtype_size(T);
   if constexpr (ADD)
     stage_sum<T>(static_cast<std::byte*>(x) + base, static_cast<const std::byte*>(delta) + base, h, vectors, row);
@@ -87,7 +88,7 @@ void launch_norm(void* x, const void* delta, const void* weight, std::int64_t ro
                          (!ADD || rows_vectorizable<T>(delta, h));
     const std::int64_t per_thread = vectors ? kPerVector<T> : 1, items = (h + per_thread - 1) / per_thread;
     const int threads = int(items >= kMaxThreads ? kMaxThreads : (items + 31) / 32 * 32);
-    kernel<<<unsigned(rows), threads, shared, stream>>>(x, delta, weight, h, eps, one_plus_weight, vectors, y);
+    launch_step(kernel, dim3(unsigned(rows)), threads, shared, stream, x, delta, weight, h, eps, one_plus_weight, vectors, y);
   });
   EXACTQ_CUDA_CHECK(cudaGetLastError());
 }

@@ -11,6 +11,7 @@ namespace {
 
 __global__ void rope_kernel(void* x, std::int64_t m, std::int64_t heads, std::int64_t head_dim, DType t,
                             const std::int32_t* positions, const std::uint64_t* steps, bool interleaved) {
+  step_prologue();
   const std::int64_t half = head_dim / 2;
   const std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= m * heads * half) return;
@@ -30,8 +31,8 @@ __global__ void rope_kernel(void* x, std::int64_t m, std::int64_t heads, std::in
 
 void launch_rope(void* x, std::int64_t m, std::int64_t heads, std::int64_t head_dim, DType t,
                  const std::int32_t* positions, const std::uint64_t* steps, bool interleaved, cudaStream_t stream) {
-  rope_kernel<<<blocks_for(m * heads * (head_dim / 2), kThreads), kThreads, 0, stream>>>(
-      x, m, heads, head_dim, t, positions, steps, interleaved);
+  launch_step(rope_kernel, dim3(blocks_for(m * heads * (head_dim / 2), kThreads)), kThreads, 0, stream, x, m, heads,
+              head_dim, t, positions, steps, interleaved);
   EXACTQ_CUDA_CHECK(cudaGetLastError());
 }
 

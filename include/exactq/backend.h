@@ -145,6 +145,13 @@ class Backend {
   // The cache write: row i of `rows` (row_bytes each) to row positions[i] of `cache`.
   virtual void write_rows(const Buffer& rows, const Buffer& positions, std::int64_t m, std::size_t row_bytes,
                           Buffer& cache) = 0;
+  // An attention layer's RoPE and cache write as one op, with the bytes of rope(q), rope(k),
+  // write_rows(k, keys), write_rows(v, values): q [m, heads, head_dim] and k [m, kv_heads,
+  // head_dim] rotated in place, then k and v [m, kv_heads, head_dim] stored at row positions[i]
+  // of keys and values (rows of kv_heads * head_dim values).
+  virtual void rope_write(Buffer& q, Buffer& k, const Buffer& v, std::int64_t m, std::int64_t heads,
+                          std::int64_t kv_heads, std::int64_t head_dim, DType t, const Buffer& positions,
+                          const Buffer& steps, bool interleaved, Buffer& keys, Buffer& values) = 0;
   // Attention of m query rows q [m, heads, head_dim] at positions[i], each at most max_position,
   // against the cache rows keys/values [max_position + 1 or more, kv_heads, head_dim] (rows up to
   // each query's position are read, none past it), into out [m, heads, head_dim];

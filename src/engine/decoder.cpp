@@ -227,13 +227,10 @@ struct Decoder::State {
       trace(at, "k_norm", *kb, m, KV);
     }
     const Buffer& steps = local ? *rope_local : *rope_global;
-    backend.rope(*qb, m, c.num_heads, c.head_dim, t, positions, steps, c.rope_traditional);
+    backend.rope_write(*qb, *kb, *vb, m, c.num_heads, c.num_kv_heads, c.head_dim, t, positions, steps,
+                       c.rope_traditional, *keys[index], *values[index]);
     trace(at, "rope_q", *qb, m, Q);
-    backend.rope(*kb, m, c.num_kv_heads, c.head_dim, t, positions, steps, c.rope_traditional);
     trace(at, "rope_k", *kb, m, KV);
-    const std::size_t row = std::size_t(KV) * e;
-    backend.write_rows(*kb, positions, m, row, *keys[index]);
-    backend.write_rows(*vb, positions, m, row, *values[index]);
     const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim,
                                order::attention_scale(c.query_pre_attn_scalar), local ? c.sliding_window : 0};
     backend.attention(*qb, *keys[index], *values[index], m, positions, bound, shape, t, *attn);

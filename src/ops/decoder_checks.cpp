@@ -149,6 +149,16 @@ void write_rows(const Buffer& rows, const Buffer& positions, std::int64_t m, std
   if (cache.size() < row_bytes) fail("write_rows", "the cache holds no row of " + std::to_string(row_bytes) + " bytes");
 }
 
+void rope_write(const Buffer& q, const Buffer& k, const Buffer& v, std::int64_t m, std::int64_t heads,
+                std::int64_t kv_heads, std::int64_t head_dim, DType t, const Buffer& positions, const Buffer& steps,
+                const Buffer& keys, const Buffer& values) {
+  rope(q, m, heads, head_dim, t, positions, steps);
+  rope(k, m, kv_heads, head_dim, t, positions, steps);
+  const std::size_t row = std::size_t(kv_heads * head_dim) * dtype_size(t);
+  write_rows(k, positions, m, row, keys);
+  write_rows(v, positions, m, row, values);
+}
+
 void positions_in_range(const char* op, const std::int32_t* positions, std::int64_t m, std::int64_t high) {
   for (std::int64_t i = 0; i < m; ++i)
     if (positions[i] < 0 || positions[i] > high)

@@ -38,6 +38,10 @@ void add_rmsnorm(const Buffer& h, const Buffer& delta, const Buffer& weight, std
 void rope(const Buffer& x, std::int64_t m, std::int64_t heads, std::int64_t head_dim, DType t, const Buffer& positions,
           const Buffer& steps);
 void write_rows(const Buffer& rows, const Buffer& positions, std::int64_t m, std::size_t row_bytes, const Buffer& cache);
+// rope's checks on q and k, write_rows' on k and v.
+void rope_write(const Buffer& q, const Buffer& k, const Buffer& v, std::int64_t m, std::int64_t heads,
+                std::int64_t kv_heads, std::int64_t head_dim, DType t, const Buffer& positions, const Buffer& steps,
+                const Buffer& keys, const Buffer& values);
 void attention(const Buffer& q, const Buffer& keys, const Buffer& values, std::int64_t m, const Buffer& positions,
                std::int64_t max_position, const AttentionShape& shape, DType t, const Buffer& out);
 // On the host (the CPU backend): every positions[i] in [0, high], naming the first that is not.

@@ -135,6 +135,15 @@ void ProfiledBackend::write_rows(const Buffer& rows, const Buffer& positions, st
   inner_.write_rows(rows, positions, m, row_bytes, cache);
   record("write_rows", fmt::format("{} rows of {} B", m, row_bytes), 2 * std::uint64_t(m) * row_bytes, t0);
 }
+void ProfiledBackend::rope_write(Buffer& q, Buffer& k, const Buffer& v, std::int64_t m, std::int64_t heads,
+                                 std::int64_t kv_heads, std::int64_t head_dim, DType t, const Buffer& positions,
+                                 const Buffer& steps, bool interleaved, Buffer& keys, Buffer& values_) {
+  const auto t0 = Clock::now();
+  inner_.rope_write(q, k, v, m, heads, kv_heads, head_dim, t, positions, steps, interleaved, keys, values_);
+  // q and k read and written, k and v read again and written to the caches.
+  record("rope_write", fmt::format("{}+{} heads of {}, m={}", heads, kv_heads, head_dim, m),
+         values(2 * m * (heads + kv_heads) * head_dim + 4 * m * kv_heads * head_dim, t), t0);
+}
 void ProfiledBackend::attention(const Buffer& q, const Buffer& keys, const Buffer& values_, std::int64_t m,
                                 const Buffer& positions, std::int64_t max_position, const AttentionShape& shape,
                                 DType t, Buffer& out) {

@@ -114,7 +114,9 @@ TEST_P(ConvertRoundTrip, DequantizesWithinTheBound) {
   const TensorToWrite& norm0 = f.at(f.prefix + "model.norm.weight");
   for (std::size_t i = 0; i < std::size_t(s.hidden); ++i)
     EXPECT_EQ(ref_load(norm.bytes.data(), i, model), ref_round_to(ref_load(norm0.data.data(), i, p.stored), model));
-  if (p.type == "qwen2") ASSERT_TRUE(c.layers()[0].q_proj.bias.has_value());
+  if (p.type == "qwen2") {
+    ASSERT_TRUE(c.layers()[0].q_proj.bias.has_value());
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(All, ConvertRoundTrip,

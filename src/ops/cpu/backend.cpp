@@ -1,5 +1,6 @@
 // The CPU backend: the bit-exact mirror of the CUDA kernels behind the Backend interface, and the
 // cpu::qmv entry point that dispatches to each kernel's file.
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <limits>
@@ -233,6 +234,19 @@ class CpuBackend final : public Backend {
     const auto* p = reinterpret_cast<const std::int32_t*>(data(positions));
     checks::positions_in_range("write_rows", p, m, std::int64_t(own(cache).size() / row_bytes) - 1);
     cpu::write_rows(data(rows), p, m, row_bytes, data(cache));
+  }
+  void rope_write(Buffer& q, Buffer& k, const Buffer& v, std::int64_t m, std::int64_t heads, std::int64_t kv_heads,
+                  std::int64_t head_dim, DType t, const Buffer& positions, const Buffer& steps, bool interleaved,
+                  Buffer& keys, Buffer& values) override {
+    checks::rope_write(own(q), own(k), own(v), m, heads, kv_heads, head_dim, t, own(positions), own(steps), own(keys),
+                       own(values));
+    const std::size_t row = std::size_t(kv_heads * head_dim) * dtype_size(t);
+    const auto* p = reinterpret_cast<const std::int32_t*>(data(positions));
+    checks::positions_in_range("rope_write", p, m, std::int64_t(std::min(own(keys).size(), own(values).size()) / row) - 1);
+    rope(q, m, heads, head_dim, t, positions, steps, interleaved);
+    rope(k, m, kv_heads, head_dim, t, positions, steps, interleaved);
+    write_rows(k, positions, m, row, keys);
+    write_rows(v, positions, m, row, values);
   }
   void attention(const Buffer& q, const Buffer& keys, const Buffer& values, std::int64_t m, const Buffer& positions,
                  std::int64_t max_position, const AttentionShape& shape, DType t, Buffer& out) override {

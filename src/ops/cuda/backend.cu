@@ -379,6 +379,17 @@ class CudaBackend final : public Backend {
     cuda_detail::launch_write_rows(data(rows), int32s(positions), m, row_bytes, data(cache),
                                    std::int64_t(buffer(cache).size() / row_bytes), stream_);
   }
+  void rope_write(Buffer& q, Buffer& k, const Buffer& v, std::int64_t m, std::int64_t heads, std::int64_t kv_heads,
+                  std::int64_t head_dim, DType t, const Buffer& positions, const Buffer& steps, bool interleaved,
+                  Buffer& keys, Buffer& values) override {
+    checks::rope_write(buffer(q), buffer(k), buffer(v), m, heads, kv_heads, head_dim, t, buffer(positions), buffer(steps),
+                       buffer(keys), buffer(values));
+    const std::size_t row = std::size_t(kv_heads * head_dim) * dtype_size(t);
+    cuda_detail::launch_rope_write(data(q), data(k), data(v), m, heads, kv_heads, head_dim, t, int32s(positions),
+                                   reinterpret_cast<const std::uint64_t*>(data(steps)), interleaved, data(keys),
+                                   data(values), std::int64_t(std::min(buffer(keys).size(), buffer(values).size()) / row),
+                                   stream_);
+  }
   void attention(const Buffer& q, const Buffer& keys, const Buffer& values, std::int64_t m, const Buffer& positions,
                  std::int64_t max_position, const AttentionShape& shape, DType t, Buffer& out) override {
     checks::attention(buffer(q), buffer(keys), buffer(values), m, buffer(positions), max_position, shape, t, buffer(out));

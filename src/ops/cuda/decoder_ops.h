@@ -29,6 +29,11 @@ void launch_rope(void* x, std::int64_t m, std::int64_t heads, std::int64_t head_
                  const std::int32_t* positions, const std::uint64_t* steps, bool interleaved, cudaStream_t stream);
 void launch_write_rows(const void* rows, const std::int32_t* positions, std::int64_t m, std::size_t row_bytes,
                        void* cache, std::int64_t cache_rows, cudaStream_t stream);
+// rope(q), rope(k), write_rows(k, keys), write_rows(v, values) in one kernel (rope.cu); cache_rows
+// is the smaller cache's row count.
+void launch_rope_write(void* q, void* k, const void* v, std::int64_t m, std::int64_t heads, std::int64_t kv_heads,
+                       std::int64_t head_dim, DType t, const std::int32_t* positions, const std::uint64_t* steps,
+                       bool interleaved, void* keys, void* values, std::int64_t cache_rows, cudaStream_t stream);
 // Attention runs split over key chunks (attention.cu): the chunks' statistics go through
 // `workspace`, device memory the caller owns. attention_workspace_bytes is what a call needs for
 // all its rows at once, at most kAttentionWorkspaceCap unless one row alone needs more; with less

@@ -278,8 +278,75 @@ TEST(DecoderOps, WriteRowsAndPositionsOutOfRange) {
                                       DType::bf16, *out),
                  std::invalid_argument);
     auto steps = o.put(Bytes(4 * sizeof(std::uint64_t)));
-    if (bad < 0) EXPECT_THROW(o.backend->rope(*q, std::int64_t(n), 1, 8, DType::bf16, *bb, *steps, false), std::invalid_argument);
+    if (bad < 0) {
+      EXPECT_THROW(o.backend->rope(*q, std::int64_t(n), 1, 8, DType::bf16, *bb, *steps, false), std::invalid_argument);
+    }
   }
+}
+
+// rope_write has the bytes of rope(q), rope(k), write_rows(k), write_rows(v) (rows at scattered
+// positions, any dtype, either pair layout); the control: the composition with one row at another
+// position gives other cache bytes. A position past the caches is refused before anything is written.
+TEST(DecoderOps, RopeWriteIsRopeThenWriteRows) {
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  Ops o;
+  for (DType t : kTypes)
+    for (bool interleaved : {false, true}) {
+      const std::int64_t kv = 1 + std::int64_t(rng() % 4), heads = kv * (1 + std::int64_t(rng() % 4));
+      const std::int64_t d = 8 * (1 + std::int64_t(rng() % 16)), m = 1 + std::int64_t(rng() % 12);
+      const std::int64_t cache_rows = m + 1 + std::int64_t(rng() % 200);
+      std::vector<std::int32_t> at(static_cast<std::size_t>(cache_rows));
+      for (std::size_t i = 0; i < at.size(); ++i) at[i] = std::int32_t(i);
+      std::shuffle(at.begin(), at.end(), rng);
+      at.resize(std::size_t(m) + 1);  // m distinct positions in any order, and a free one for the control
+      const std::int32_t free_row = at.back();
+      at.pop_back();
+      auto positions_of = [](const std::vector<std::int32_t>& p) {
+        return Bytes(reinterpret_cast<const std::byte*>(p.data()), reinterpret_cast<const std::byte*>(p.data() + p.size()));
+      };
+      order::RopeParams rp;
+      rp.dims = int(d);
+      rp.base = 10000.0 + double(rng() % 490000);
+      const auto steps = order::rope_phase_steps(order::rope_inverse_frequencies(rp));
+      const Bytes steps_bytes(reinterpret_cast<const std::byte*>(steps.data()),
+                              reinterpret_cast<const std::byte*>(steps.data() + steps.size()));
+      const Bytes q = random_values(std::size_t(m * heads * d), t, 2.0f, rng), k = random_values(std::size_t(m * kv * d), t, 2.0f, rng);
+      const Bytes v = random_values(std::size_t(m * kv * d), t, 2.0f, rng);
+      const Bytes keys = random_values(std::size_t(cache_rows * kv * d), t, 1.0f, rng);
+      const Bytes values = random_values(std::size_t(cache_rows * kv * d), t, 1.0f, rng);
+      const std::size_t row = std::size_t(kv * d) * ref_size(t);
+      auto composed = [&](const std::vector<std::int32_t>& p) {
+        auto qb = o.put(q), kb = o.put(k), vb = o.put(v), keys_b = o.put(keys), values_b = o.put(values);
+        auto pb = o.put(positions_of(p)), sb = o.put(steps_bytes);
+        o.backend->rope(*qb, m, heads, d, t, *pb, *sb, interleaved);
+        o.backend->rope(*kb, m, kv, d, t, *pb, *sb, interleaved);
+        o.backend->write_rows(*kb, *pb, m, row, *keys_b);
+        o.backend->write_rows(*vb, *pb, m, row, *values_b);
+        return std::vector<Bytes>{o.get(*qb), o.get(*kb), o.get(*keys_b), o.get(*values_b)};
+      };
+      auto qb = o.put(q), kb = o.put(k), vb = o.put(v), keys_b = o.put(keys), values_b = o.put(values);
+      auto pb = o.put(positions_of(at)), sb = o.put(steps_bytes);
+      o.backend->rope_write(*qb, *kb, *vb, m, heads, kv, d, t, *pb, *sb, interleaved, *keys_b, *values_b);
+      const std::vector<Bytes> fused{o.get(*qb), o.get(*kb), o.get(*keys_b), o.get(*values_b)};
+      EXPECT_EQ(fused, composed(at)) << "m " << m << " heads " << heads << "/" << kv << " d " << d;
+      std::vector<std::int32_t> moved(at);
+      moved[std::size_t(rng() % std::uint64_t(m))] = free_row;
+      const std::vector<Bytes> control = composed(moved);
+      EXPECT_NE(fused[2], control[2]) << "the control: a row at another position changes the key cache";
+
+      std::vector<std::int32_t> bad(at);
+      bad.back() = std::int32_t(cache_rows);
+      auto bad_b = o.put(positions_of(bad));
+      try {
+        o.backend->rope_write(*qb, *kb, *vb, m, heads, kv, d, t, *bad_b, *sb, interleaved, *keys_b, *values_b);
+        ADD_FAILURE() << "position " << cache_rows << " was taken";
+      } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find(std::to_string(cache_rows)), std::string::npos) << e.what();
+      }
+      EXPECT_EQ((std::vector<Bytes>{o.get(*qb), o.get(*kb), o.get(*keys_b), o.get(*values_b)}), fused) << "nothing written";
+    }
 }
 
 TEST(DecoderOps, ElementwiseEmbeddingAndArgmaxRowsAreWidthInvariant) {

@@ -5,6 +5,8 @@
 // Each test skips without a usable GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -114,6 +116,28 @@ TEST(CudaDecoderOps, EveryOpGivesTheCpuBytes) {
             {qx, steps_bytes, at}, 0, [&](Backend& b, auto& v) { b.rope(*v[0], m, heads, d, t, *v[2], *v[1], interleaved); });
         EXPECT_EQ(cpu_r, cuda_r) << "rope start " << start;
       }
+    {  // rope_write: q and k rotated, k and v into caches at distinct rows in any order
+      const std::int64_t cache_rows = start + m + 1 + std::int64_t(rng() % 64);
+      std::vector<std::int32_t> rows(static_cast<std::size_t>(cache_rows));
+      for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = std::int32_t(i);
+      std::shuffle(rows.begin(), rows.end(), rng);
+      rows.resize(std::size_t(m));
+      const Bytes kx = random_values(std::size_t(m * kv * d), t, 1.0f, rng), vx = random_values(kx.size() / ref_size(t), t, 1.0f, rng);
+      const Bytes cache = random_values(std::size_t(cache_rows * kv * d), t, 1.0f, rng);
+      for (bool interleaved : {false, true}) {
+        auto fused = [&](Backend& b, auto& v) {
+          b.rope_write(*v[0], *v[1], *v[2], m, heads, kv, d, t, *v[5], *v[6], interleaved, *v[3], *v[4]);
+        };
+        for (std::size_t output : {0u, 1u, 3u, 4u}) {
+          const std::vector<Bytes> in{qx, kx, vx, cache, cache, positions_of(rows), steps_bytes};
+          const auto [cpu_w, cuda_w] = both.run(in, output, fused);
+          EXPECT_EQ(cpu_w, cuda_w) << "rope_write output " << output << (interleaved ? " interleaved" : "");
+          if (output == 3 && interleaved)
+            controls += both.run({qx, poked(kx, 0, t, 1000.0f), vx, cache, cache, positions_of(rows), steps_bytes}, 3, fused)
+                            .second != cpu_w;
+        }
+      }
+    }
 
     const std::int64_t positions = start + m;
     const Bytes keys = random_values(std::size_t(positions * kv * d), t, 1.0f, rng);
@@ -157,7 +181,7 @@ TEST(CudaDecoderOps, EveryOpGivesTheCpuBytes) {
                                    [&](Backend& b, auto& v) { b.embed(*b.load(table.view()), *v[0], m, *v[1]); });
     EXPECT_EQ(e1, e2) << "embed";
   }
-  EXPECT_EQ(controls, 3 * 3u) << "a changed input must change the compared bytes";
+  EXPECT_EQ(controls, 3 * 4u) << "a changed input must change the compared bytes";
 }
 
 // RMSNorm and argmax at the sizes of real models, where the CUDA kernels take their other paths:

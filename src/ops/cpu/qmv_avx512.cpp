@@ -1,12 +1,10 @@
 // The exact family on AVX-512 with VNNI: 16 chunks per block, one vpdpbusd per 64 codes and digit.
 //
-// A block's 512 codes sit in 8 registers whose 128-bit quarters each hold part of one chunk (at
-// 4 bits: 64 bytes are 4 chunks, split into their low and high nibbles; otherwise 2 chunks of
-// byte codes per register). vpdpbusd meets them with X's three signed-byte digits, staged in the
-// same places (qmv_simd.h), and sums 4 products per 32-bit lane. Per lane and digit the sums stay
-// far inside int32 (|d0 + 256 d1| sums < 2^29, d2 sums < 2^20); a transposing add gives each chunk
-// its two sums, and lo + 2^16 hi, < 2^36, is exact in double and rounded to f32 once, as
-// static_cast<float>(int64) rounds it. Then the f32 steps of the scalar kernel, 16 lanes at once.
+// A block's 512 codes are decoded once into 8 registers whose 32-bit lane p holds 4 codes of
+// chunk p; X's three signed-byte digits are staged in the same places (qmv_simd.h), so vpdpbusd
+// accumulates each chunk's sums in its own lane and no horizontal add is needed. Per lane,
+// lo + 2^16 hi (|.| < 2^36) is exact in double and rounded to f32 once, as static_cast<float>
+// rounds the int64 sum. Then the f32 steps of the scalar kernel, 16 lanes at once.
 #include "ops/cpu/qmv_simd.h"
 
 #if defined(__x86_64__)
@@ -39,71 +37,57 @@ EXACTQ_AVX512 void widen(const std::byte* params, std::int64_t row, std::int64_t
   for (; g < groups; ++g) out[g] = load_f32(params, first + std::size_t(g), t);
 }
 
-// The 512 codes of a block into 8 registers. At 4 bits register 2i holds the low nibbles of
-// chunks 4i..4i+3 (a chunk per 128-bit quarter), 2i+1 their high nibbles; otherwise register j
-// holds chunks 2j and 2j+1 (two quarters each).
+// The 512 codes of a block into 8 registers, 32-bit lane p of each holding 4 codes of chunk p
+// (Layout::bytes_avx512 and nibbles_avx512). Decoded once per block, whatever the number of vectors.
 template <int BITS>
 EXACTQ_AVX512 inline void load_codes(const std::uint8_t* src, int bits, __m512i r[8]) {
   if constexpr (BITS == 4) {
+    // 64 bytes hold chunks 4i..4i+3, a chunk per 128-bit quarter. A 4x4 transpose of 32-bit words
+    // within the quarters gives u[t]: quarter q, word i = word t of chunk 4i+q; a permute puts
+    // chunk p in word p. Then the low nibbles and the high ones.
+    __m512i v[4];
+    for (int i = 0; i < 4; ++i) v[i] = _mm512_loadu_si512(src + 64 * i);
+    const __m512i a = _mm512_unpacklo_epi32(v[0], v[1]), b = _mm512_unpackhi_epi32(v[0], v[1]);
+    const __m512i c = _mm512_unpacklo_epi32(v[2], v[3]), d = _mm512_unpackhi_epi32(v[2], v[3]);
+    const __m512i u[4] = {_mm512_unpacklo_epi64(a, c), _mm512_unpackhi_epi64(a, c), _mm512_unpacklo_epi64(b, d),
+                          _mm512_unpackhi_epi64(b, d)};
+    const __m512i to_chunk = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
     const __m512i low = _mm512_set1_epi8(0x0f);
-    for (int i = 0; i < 4; ++i) {
-      const __m512i v = _mm512_loadu_si512(src + 64 * i);
-      r[2 * i] = _mm512_and_si512(v, low);
-      r[2 * i + 1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+    for (int t = 0; t < 4; ++t) {
+      const __m512i w = _mm512_permutexvar_epi32(to_chunk, u[t]);
+      r[2 * t] = _mm512_and_si512(w, low);
+      r[2 * t + 1] = _mm512_and_si512(_mm512_srli_epi16(w, 4), low);
     }
-  } else if constexpr (BITS == 8) {
-    for (int j = 0; j < 8; ++j) r[j] = _mm512_loadu_si512(src + 64 * j);
   } else {
-    alignas(64) std::uint8_t codes[kBlockChunks * kChunkValues];
-    unpack_chunks(src, bits, codes, int(kBlockChunks));
-    for (int j = 0; j < 8; ++j) r[j] = _mm512_load_si512(codes + 64 * j);
+    // Each 8 codes of a chunk (one 64-bit word of bytes) become words 2g and 2g+1 of lane p.
+    alignas(64) std::uint32_t words[8][kBlockChunks];
+    for (int p = 0; p < int(kBlockChunks); ++p)
+      for (int g = 0; g < kChunkValues / 8; ++g) {
+        std::uint64_t codes;
+        if constexpr (BITS == 8) std::memcpy(&codes, src + p * kChunkValues + 8 * g, 8);
+        else unpack_codes8(src + p * chunk_bytes(bits) + g * bits, bits, &codes);
+        words[2 * g][p] = std::uint32_t(codes);
+        words[2 * g + 1][p] = std::uint32_t(codes >> 32);
+      }
+    for (int t = 0; t < 8; ++t) r[t] = _mm512_load_si512(words[t]);
   }
-}
-
-// Four registers whose quarter q of register i holds partial sums of chunk 4i+q, summed to one
-// register holding chunk c's total in lane c.
-EXACTQ_AVX512 inline __m512i reduce4(const __m512i a[4]) {
-  const __m512i t01 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[0], a[1]), _mm512_unpackhi_epi32(a[0], a[1]));
-  const __m512i t23 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[2], a[3]), _mm512_unpackhi_epi32(a[2], a[3]));
-  const __m512i s = _mm512_add_epi32(_mm512_unpacklo_epi64(t01, t23), _mm512_unpackhi_epi64(t01, t23));
-  // s: quarter q, lane i holds chunk 4i+q.
-  const __m512i to_chunk_order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-  return _mm512_permutexvar_epi32(to_chunk_order, s);
 }
 
 // The exact sums sum q_i X_i of the block's 16 chunks against one vector, each rounded to f32.
-template <int BITS>
+// Per 32-bit lane and digit the sums stay inside int32 (|d0 + 256 d1| sums < 2^29, d2 sums < 2^20).
 EXACTQ_AVX512 inline __m512 chunk_sums(const __m512i r[8], const Staged& x, std::int64_t v, std::int64_t c0) {
-  const std::uint8_t* p[3] = {x.plane(v, 0), x.plane(v, 1), x.plane(v, 2)};
-  __m512i lo[4], hi[4];  // d0 + 256 d1 sums, and d2 sums, per 32-bit lane
-  if constexpr (BITS == 4) {
-    for (int i = 0; i < 4; ++i) {
-      const std::int64_t even = 16 * (c0 + 4 * i), odd = even + 16 * x.padded;
-      __m512i s[3];
-      for (int d = 0; d < 3; ++d)
-        s[d] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), r[2 * i], _mm512_loadu_si512(p[d] + even)),
-                                   r[2 * i + 1], _mm512_loadu_si512(p[d] + odd));
-      lo[i] = _mm512_add_epi32(s[0], _mm512_slli_epi32(s[1], 8));
-      hi[i] = s[2];
-    }
-  } else {
-    __m512i l8[8], h8[8];
-    for (int j = 0; j < 8; ++j) {
-      const std::int64_t at = 32 * (c0 + 2 * j);
-      __m512i s[3];
-      for (int d = 0; d < 3; ++d) s[d] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), r[j], _mm512_loadu_si512(p[d] + at));
-      l8[j] = _mm512_add_epi32(s[0], _mm512_slli_epi32(s[1], 8));
-      h8[j] = s[2];
-    }
-    // Registers 2i and 2i+1 hold chunks 4i..4i+3, two quarters each: add the quarter pairs.
-    for (int i = 0; i < 4; ++i) {
-      lo[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(l8[2 * i], l8[2 * i + 1], 0x88),
-                               _mm512_shuffle_i32x4(l8[2 * i], l8[2 * i + 1], 0xdd));
-      hi[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(h8[2 * i], h8[2 * i + 1], 0x88),
-                               _mm512_shuffle_i32x4(h8[2 * i], h8[2 * i + 1], 0xdd));
+  const std::int64_t at = 32 * c0;  // the block's 512 bytes in each digit plane
+  __m512i s[2][3];
+  for (int d = 0; d < 3; ++d) {
+    const std::uint8_t* plane = x.plane(v, d) + at;
+    for (int h = 0; h < 2; ++h) {  // two chains per digit: shorter dependencies
+      s[h][d] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), r[h], _mm512_loadu_si512(plane + 64 * h));
+      for (int t = 2 + h; t < 8; t += 2) s[h][d] = _mm512_dpbusd_epi32(s[h][d], r[t], _mm512_loadu_si512(plane + 64 * t));
     }
   }
-  const __m512i l = reduce4(lo), h = reduce4(hi);
+  const __m512i l = _mm512_add_epi32(_mm512_add_epi32(s[0][0], s[1][0]),
+                                     _mm512_slli_epi32(_mm512_add_epi32(s[0][1], s[1][1]), 8));
+  const __m512i h = _mm512_add_epi32(s[0][2], s[1][2]);
   const __m512d scale = _mm512_set1_pd(65536.0);
   const __m512d t0 = _mm512_add_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(l)),
                                    _mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(h)), scale));
@@ -112,60 +96,70 @@ EXACTQ_AVX512 inline __m512 chunk_sums(const __m512i r[8], const Staged& x, std:
   return _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(t0)), _mm512_cvtpd_ps(t1), 1);
 }
 
+// Rows in groups of kRows, block by block: a block's digits for the whole tile (1.5 KiB per
+// vector) stay in L1 while the group's rows pass over them, and each row's codes are read once.
+inline constexpr std::int64_t kRows = 16;
+
 template <int BITS>
 EXACTQ_AVX512 void rows(const QuantizedMatrixView& w, const Staged& x, std::int64_t v0, int tile, std::int64_t first,
                         std::int64_t end, std::span<std::byte> y) {
   const std::int64_t chunks = x.chunks, groups = w.groups_per_row(), per_group = w.group / kChunkValues;
+  const std::size_t params = std::size_t(x.padded + 16);  // past the last group: loads of 16 stay inside
   const int bytes = chunk_bytes(w.bits);
-  std::vector<float> scales(std::size_t(x.padded + 16)), biases(scales.size());
-  std::vector<float> lanes(std::size_t(order::kLanes * tile));  // per vector of the tile: its 32 lanes
+  std::vector<float> scales(kRows * params), biases(kRows * params);
+  std::vector<float> lanes(std::size_t(kRows * tile * order::kLanes));  // [row][vector][lane]
   alignas(64) std::uint8_t tail[kBlockChunks * kChunkValues];
   const __m512i expand = per_group == 1   ? _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
                          : per_group == 2 ? _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7)
                                           : _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-  for (std::int64_t n = first; n < end; ++n) {
-    widen(w.scales.data(), n, groups, w.dtype, scales.data());
-    widen(w.biases.data(), n, groups, w.dtype, biases.data());
+  for (std::int64_t n0 = first; n0 < end; n0 += kRows) {
+    const std::int64_t count = std::min(kRows, end - n0);
+    for (std::int64_t j = 0; j < count; ++j) {
+      widen(w.scales.data(), n0 + j, groups, w.dtype, scales.data() + j * params);
+      widen(w.biases.data(), n0 + j, groups, w.dtype, biases.data() + j * params);
+    }
     std::fill(lanes.begin(), lanes.end(), 0.0f);
-    const std::uint8_t* row = w.packed.data() + n * w.row_bytes();
     for (std::int64_t c0 = 0; c0 < chunks; c0 += kBlockChunks) {
       const int valid = int(std::min<std::int64_t>(kBlockChunks, chunks - c0));
-      const std::uint8_t* src = row + c0 * bytes;
-      if (valid < kBlockChunks) {  // the row's last block: no read past the row
-        std::memset(tail, 0, sizeof tail);
-        std::memcpy(tail, src, std::size_t(valid * bytes));
-        src = tail;
-      }
-      __m512i r[8];
-      load_codes<BITS>(src, w.bits, r);
-      const __m512 scale = _mm512_permutexvar_ps(expand, _mm512_loadu_ps(scales.data() + c0 / per_group));
-      const __m512 bias = _mm512_permutexvar_ps(expand, _mm512_loadu_ps(biases.data() + c0 / per_group));
       // A lane without a chunk in this block adds nothing, not even +0 (it would turn -0 into +0).
       const __mmask16 has_chunk = __mmask16((1u << valid) - 1u);
-      for (int t = 0; t < tile; ++t) {
-        const __m512 a = _mm512_mul_ps(chunk_sums<BITS>(r, x, v0 + t, c0), _mm512_loadu_ps(x.unscale(v0 + t) + c0));
-        const __m512 fold = _mm512_fmadd_ps(scale, a, _mm512_mul_ps(bias, _mm512_loadu_ps(x.sum(v0 + t) + c0)));
-        float* at = lanes.data() + order::kLanes * t + c0 % order::kLanes;
-        const __m512 total = _mm512_loadu_ps(at);
-        _mm512_storeu_ps(at, _mm512_mask_add_ps(total, has_chunk, total, fold));
+      for (std::int64_t j = 0; j < count; ++j) {
+        const std::uint8_t* src = w.packed.data() + (n0 + j) * w.row_bytes() + c0 * bytes;
+        if (valid < kBlockChunks) {  // the row's last block: no read past the row
+          std::memset(tail, 0, sizeof tail);
+          std::memcpy(tail, src, std::size_t(valid * bytes));
+          src = tail;
+        }
+        __m512i r[8];
+        load_codes<BITS>(src, w.bits, r);
+        const __m512 scale = _mm512_permutexvar_ps(expand, _mm512_loadu_ps(scales.data() + j * params + c0 / per_group));
+        const __m512 bias = _mm512_permutexvar_ps(expand, _mm512_loadu_ps(biases.data() + j * params + c0 / per_group));
+        for (int t = 0; t < tile; ++t) {
+          const __m512 a = _mm512_mul_ps(chunk_sums(r, x, v0 + t, c0), _mm512_loadu_ps(x.unscale(v0 + t) + c0));
+          const __m512 fold = _mm512_fmadd_ps(scale, a, _mm512_mul_ps(bias, _mm512_loadu_ps(x.sum(v0 + t) + c0)));
+          float* at = lanes.data() + (j * tile + t) * order::kLanes + c0 % order::kLanes;
+          const __m512 total = _mm512_loadu_ps(at);
+          _mm512_storeu_ps(at, _mm512_mask_add_ps(total, has_chunk, total, fold));
+        }
       }
     }
-    for (int t = 0; t < tile; ++t) {
-      store_f32(y.data(), std::size_t((v0 + t) * w.n + n), w.dtype, order::butterfly(lanes.data() + order::kLanes * t));
-    }
+    for (std::int64_t j = 0; j < count; ++j)
+      for (int t = 0; t < tile; ++t)
+        store_f32(y.data(), std::size_t((v0 + t) * w.n + n0 + j), w.dtype,
+                  order::butterfly(lanes.data() + (j * tile + t) * order::kLanes));
   }
 }
 
 }  // namespace
 
 RowsKernel avx512_rows(int bits) { return bits == 4 ? rows<4> : bits == 8 ? rows<8> : rows<0>; }
-Layout avx512_layout(int bits) { return bits == 4 ? Layout::nibbles_avx512 : Layout::natural; }
+Layout avx512_layout(int bits) { return bits == 4 ? Layout::nibbles_avx512 : Layout::bytes_avx512; }
 
 }  // namespace exactq::cpu::simd
 
 #else
 namespace exactq::cpu::simd {
 RowsKernel avx512_rows(int) { return nullptr; }
-Layout avx512_layout(int) { return Layout::natural; }
+Layout avx512_layout(int) { return Layout::bytes_avx512; }
 }  // namespace exactq::cpu::simd
 #endif

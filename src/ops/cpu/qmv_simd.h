@@ -24,10 +24,13 @@ inline constexpr std::int64_t kBlockChunks = 16;
 
 // Where code i of chunk c sits among the unpacked codes (its byte offset in a digit plane).
 enum class Layout {
-  natural,      // 32c + i: codes unpacked to one byte each, in order
-  nibbles_avx2, // 4 bits, one chunk per 32 bytes: the low nibbles (even i), then the high ones
-  nibbles_avx512,  // 4 bits, 64 bytes = 4 chunks per load: even i at 16c + i/2, odd i in a
-                   // second half of the plane, at the same offset
+  natural,       // 32c + i: codes unpacked to one byte each, in order (AVX2)
+  nibbles_avx2,  // 4 bits, one chunk per 32 bytes: the low nibbles (even i), then the high ones
+  // AVX-512: per block of 16 chunks, 8 registers of 64 bytes; 32-bit lane p of each holds 4 codes
+  // of chunk p. Register t holds codes 4t..4t+3 (bytes_avx512); at 4 bits register 2t + h holds
+  // codes 8t + 2b + h, b = 0..3 (the low or high nibbles of the chunk's bytes 4t..4t+3).
+  bytes_avx512,
+  nibbles_avx512,
 };
 
 // The X of M vectors as digit planes (3 per vector, 32 bytes per chunk), with S and u per chunk.
@@ -43,11 +46,13 @@ struct Staged {
   const float* unscale(std::int64_t v) const { return unscales.data() + v * padded; }
 };
 
-inline std::int64_t layout_offset(Layout layout, std::int64_t padded, std::int64_t c, int i) {
+inline std::int64_t layout_offset(Layout layout, std::int64_t c, int i) {
+  const std::int64_t block = 512 * (c / kBlockChunks) + 4 * (c % kBlockChunks);
   switch (layout) {
     case Layout::natural: return 32 * c + i;
     case Layout::nibbles_avx2: return 32 * c + (i & 1) * 16 + (i >> 1);
-    case Layout::nibbles_avx512: return (i & 1) * 16 * padded + 16 * c + (i >> 1);
+    case Layout::bytes_avx512: return block + 64 * (i / 4) + i % 4;
+    case Layout::nibbles_avx512: return block + 64 * (2 * (i / 8) + (i & 1)) + (i >> 1) % 4;
   }
   return 0;
 }
@@ -67,7 +72,7 @@ inline Staged stage(const Activations& x, Layout layout) {
     for (std::int64_t c = 0; c < s.chunks; ++c) {
       for (int i = 0; i < kChunkValues; ++i) {
         const std::uint32_t bytes = order::exact_digit_bytes(integers[c * kChunkValues + i]);
-        const std::int64_t at = layout_offset(layout, s.padded, c, i);
+        const std::int64_t at = layout_offset(layout, c, i);
         for (int d = 0; d < 3; ++d) planes[d][at] = std::uint8_t(bytes >> (8 * d));
       }
       s.sums[std::size_t(v * s.padded + c)] = x.chunk_facts(v)[c].sum;

@@ -25,6 +25,13 @@ __attribute__((target("bmi2"))) inline void unpack_chunks_pdep(const std::uint8_
   }
 }
 
+// The 8 codes in `bits` bytes at src, one per byte of *out.
+__attribute__((target("bmi2"))) inline void unpack_codes8(const std::uint8_t* src, int bits, std::uint64_t* out) {
+  std::uint64_t word = 0;
+  std::memcpy(&word, src, std::size_t(bits));
+  *out = _pdep_u64(word, 0x0101010101010101ull * ((1u << bits) - 1u));
+}
+
 // `chunks` chunks of `bits`-bit codes into dst, natural order.
 __attribute__((target("bmi2"))) inline void unpack_chunks(const std::uint8_t* src, int bits, std::uint8_t* dst,
                                                           int chunks) {

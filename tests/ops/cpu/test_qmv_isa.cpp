@@ -37,11 +37,15 @@ Bytes run(cpu::Isa isa, Kernel kernel, const QuantizedMatrix& w, const Bytes& x,
 
 bool same_bytes(const Bytes& a, const Bytes& b) { return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size()) == 0; }
 
-// The codes of one chunk complemented (every code q becomes 2^bits - 1 - q).
-QuantizedMatrix with_chunk_complemented(QuantizedMatrix w, std::int64_t row, std::int64_t chunk) {
+// The codes of one chunk of every row complemented (every code q becomes 2^bits - 1 - q). One
+// row's change can round away in a bf16 output (seen about once in 300); at least three rows
+// make that chance negligible.
+QuantizedMatrix with_chunk_complemented(QuantizedMatrix w, std::int64_t chunk) {
   const std::int64_t row_bytes = w.k * w.bits / 8;
-  std::uint8_t* bytes = w.packed.data() + row * row_bytes + chunk * chunk_bytes(w.bits);
-  for (int i = 0; i < chunk_bytes(w.bits); ++i) bytes[i] = std::uint8_t(~bytes[i]);
+  for (std::int64_t row = 0; row < w.n; ++row) {
+    std::uint8_t* bytes = w.packed.data() + row * row_bytes + chunk * chunk_bytes(w.bits);
+    for (int i = 0; i < chunk_bytes(w.bits); ++i) bytes[i] = std::uint8_t(~bytes[i]);
+  }
   return w;
 }
 
@@ -69,7 +73,7 @@ void check_level(cpu::Isa isa) {
       for (DType dtype : kDtypes)
         for (int repeat = 0; repeat < 2; ++repeat) {
         // N odd; K up to 24 groups, so that K/32 chunks often leave a partial block of 8 or 16.
-        const std::int64_t n = 2 * std::int64_t(rng() % 12) + 1;
+        const std::int64_t n = 2 * std::int64_t(rng() % 12) + 3;
         const std::int64_t k = group * (1 + std::int64_t(rng() % (3072 / group)));
         const std::int64_t m = 1 + std::int64_t(rng() % 9);
         const bool non_finite = rng() % 4 == 0;
@@ -93,10 +97,10 @@ void check_level(cpu::Isa isa) {
             ++cells;
             if (non_finite) continue;
             // The control: one chunk's codes changed must change the level's bytes.
-            const std::int64_t row = std::int64_t(rng() % std::uint64_t(n)), chunk = std::int64_t(rng() % std::uint64_t(k / 32));
-            const Bytes changed = run(isa, kernel, with_chunk_complemented(w, row, chunk), x, m, o);
-            EXPECT_FALSE(same_bytes(scalar, changed)) << to_string(kernel) << ": the control (row " << row << ", chunk "
-                                                      << chunk << " complemented) left every byte as it was";
+            const std::int64_t chunk = std::int64_t(rng() % std::uint64_t(k / 32));
+            const Bytes changed = run(isa, kernel, with_chunk_complemented(w, chunk), x, m, o);
+            EXPECT_FALSE(same_bytes(scalar, changed)) << to_string(kernel) << ": the control (chunk " << chunk
+                                                      << " complemented) left every byte as it was";
             ++controls;
           }
         }
@@ -124,7 +128,7 @@ TEST(QmvIsa, LargeFourBitShapeEqualsScalarOnEveryLevel) {
         continue;
       }
       EXPECT_TRUE(same_bytes(scalar, run(isa, kernel, w, x, 3, o))) << cpu::to_string(isa) << " " << to_string(kernel);
-      EXPECT_FALSE(same_bytes(scalar, run(isa, kernel, with_chunk_complemented(w, 300, 119), x, 3, o)))
+      EXPECT_FALSE(same_bytes(scalar, run(isa, kernel, with_chunk_complemented(w, 119), x, 3, o)))
           << cpu::to_string(isa) << " " << to_string(kernel) << ": the control changed nothing";
     }
   }

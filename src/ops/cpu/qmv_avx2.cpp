@@ -5,8 +5,7 @@
 // while a pair stays inside int16: codes below 2^7 keep |q0 d0 + q1 d1| <= 2 * 127 * 128. 8-bit
 // codes are therefore split into nibbles, q = low + 16 high, each dotted on its own. Per lane the
 // int32 sums stay far from overflow (as on AVX-512), a horizontal add gives each chunk its two
-// sums, lo + 2^16 hi is exact in double and rounded to f32 once. Then the scalar kernel's f32
-// steps, 8 lanes at once.
+// sums, rounded to f32 once (exact_float). Then the scalar kernel's f32 steps, 8 lanes at once.
 #include "ops/cpu/qmv_simd.h"
 
 #if defined(__x86_64__)
@@ -79,6 +78,15 @@ EXACTQ_AVX2 inline __m256i reduce8(const __m256i a[kBlock]) {
   return _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20), _mm256_permute2x128_si256(q0, q1, 0x31));
 }
 
+// f32(l + 2^16 h), rounded once as static_cast<float> rounds the exact int64 sum: with
+// a = h + (l >> 16) and b = l & 0xffff, l + 2^16 h = 2^16 a + b exactly, a and b are exact in f32
+// (|a| < 2^21, b < 2^16), and one fma rounds 2^16 a + b once.
+EXACTQ_AVX2 inline __m256 exact_float(__m256i l, __m256i h) {
+  const __m256 a = _mm256_cvtepi32_ps(_mm256_add_epi32(h, _mm256_srai_epi32(l, 16)));
+  const __m256 b = _mm256_cvtepi32_ps(_mm256_and_si256(l, _mm256_set1_epi32(0xffff)));
+  return _mm256_fmadd_ps(a, _mm256_set1_ps(65536.0f), b);
+}
+
 // The exact sums sum q_i X_i of the block's 8 chunks against one vector, each rounded to f32.
 template <int BITS>
 EXACTQ_AVX2 inline __m256 chunk_sums(const __m256i r[2 * kBlock], const Staged& x, std::int64_t v, std::int64_t c0) {
@@ -95,12 +103,7 @@ EXACTQ_AVX2 inline __m256 chunk_sums(const __m256i r[2 * kBlock], const Staged& 
     hi[j] = s[2];
   }
   const __m256i l = reduce8(lo), h = reduce8(hi);
-  const __m256d scale = _mm256_set1_pd(65536.0);
-  const __m256d t0 = _mm256_add_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(l)),
-                                   _mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(h)), scale));
-  const __m256d t1 = _mm256_add_pd(_mm256_cvtepi32_pd(_mm256_extracti128_si256(l, 1)),
-                                   _mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_extracti128_si256(h, 1)), scale));
-  return _mm256_set_m128(_mm256_cvtpd_ps(t1), _mm256_cvtpd_ps(t0));
+  return exact_float(l, h);
 }
 
 template <int BITS>

@@ -2,9 +2,9 @@
 //
 // A block's 512 codes are decoded once into 8 registers whose 32-bit lane p holds 4 codes of
 // chunk p; X's three signed-byte digits are staged in the same places (qmv_simd.h), so vpdpbusd
-// accumulates each chunk's sums in its own lane and no horizontal add is needed. Per lane,
-// lo + 2^16 hi (|.| < 2^36) is exact in double and rounded to f32 once, as static_cast<float>
-// rounds the int64 sum. Then the f32 steps of the scalar kernel, 16 lanes at once.
+// accumulates each chunk's sums in its own lane and no horizontal add is needed. Per lane the
+// sum (|.| < 2^36) is rounded to f32 once, as static_cast<float> rounds it (exact_float). Then
+// the f32 steps of the scalar kernel, 16 lanes at once.
 #include "ops/cpu/qmv_simd.h"
 
 #if defined(__x86_64__)
@@ -73,6 +73,15 @@ EXACTQ_AVX512 inline void load_codes(const std::uint8_t* src, int bits, __m512i 
   }
 }
 
+// f32(l + 2^16 h), rounded once as static_cast<float> rounds the exact int64 sum: with
+// a = h + (l >> 16) and b = l & 0xffff, l + 2^16 h = 2^16 a + b exactly, a and b are exact in f32
+// (|a| < 2^21, b < 2^16), and one fma rounds 2^16 a + b once.
+EXACTQ_AVX512 inline __m512 exact_float(__m512i l, __m512i h) {
+  const __m512 a = _mm512_cvtepi32_ps(_mm512_add_epi32(h, _mm512_srai_epi32(l, 16)));
+  const __m512 b = _mm512_cvtepi32_ps(_mm512_and_si512(l, _mm512_set1_epi32(0xffff)));
+  return _mm512_fmadd_ps(a, _mm512_set1_ps(65536.0f), b);
+}
+
 // The exact sums sum q_i X_i of the block's 16 chunks against one vector, each rounded to f32.
 // Per 32-bit lane and digit the sums stay inside int32 (|d0 + 256 d1| sums < 2^29, d2 sums < 2^20).
 EXACTQ_AVX512 inline __m512 chunk_sums(const __m512i r[8], const Staged& x, std::int64_t v, std::int64_t c0) {
@@ -88,12 +97,7 @@ EXACTQ_AVX512 inline __m512 chunk_sums(const __m512i r[8], const Staged& x, std:
   const __m512i l = _mm512_add_epi32(_mm512_add_epi32(s[0][0], s[1][0]),
                                      _mm512_slli_epi32(_mm512_add_epi32(s[0][1], s[1][1]), 8));
   const __m512i h = _mm512_add_epi32(s[0][2], s[1][2]);
-  const __m512d scale = _mm512_set1_pd(65536.0);
-  const __m512d t0 = _mm512_add_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(l)),
-                                   _mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(h)), scale));
-  const __m512d t1 = _mm512_add_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(l, 1)),
-                                   _mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(h, 1)), scale));
-  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(t0)), _mm512_cvtpd_ps(t1), 1);
+  return exact_float(l, h);
 }
 
 // Rows in groups of kRows, block by block: a block's digits for the whole tile (1.5 KiB per

@@ -40,6 +40,16 @@ EXACTQ_AVX2 void widen(const std::byte* params, std::int64_t row, std::int64_t g
   for (; g < groups; ++g) out[g] = load_f32(params, first + std::size_t(g), t);
 }
 
+// order::butterfly's lane 0, the 32 lanes halved by vector adds: after the step with mask m,
+// lane l < m holds add(lane l, lane l + m), the same operations in the same order.
+EXACTQ_AVX2 inline float butterfly(const float* lanes) {
+  const __m256 r8 = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(lanes), _mm256_loadu_ps(lanes + 16)),
+                                  _mm256_add_ps(_mm256_loadu_ps(lanes + 8), _mm256_loadu_ps(lanes + 24)));
+  const __m128 r4 = _mm_add_ps(_mm256_castps256_ps128(r8), _mm256_extractf128_ps(r8, 1));
+  const __m128 r2 = _mm_add_ps(r4, _mm_movehl_ps(r4, r4));
+  return _mm_cvtss_f32(_mm_add_ss(r2, _mm_movehdup_ps(r2)));
+}
+
 // The 256 codes of a block, a chunk per register. At 4 bits a chunk's 16 bytes go to both
 // halves, the upper half shifted by 4: its low nibbles (even codes), then its high ones. At
 // 8 bits a chunk takes two registers (r and r + 8): its low nibbles and its high ones.
@@ -146,7 +156,7 @@ EXACTQ_AVX2 void rows(const QuantizedMatrixView& w, const Staged& x, std::int64_
       }
     }
     for (int t = 0; t < tile; ++t) {
-      store_f32(y.data(), std::size_t((v0 + t) * w.n + n), w.dtype, order::butterfly(lanes.data() + order::kLanes * t));
+      store_f32(y.data(), std::size_t((v0 + t) * w.n + n), w.dtype, butterfly(lanes.data() + order::kLanes * t));
     }
   }
 }

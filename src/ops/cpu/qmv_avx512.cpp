@@ -20,21 +20,31 @@
 namespace exactq::cpu::simd {
 namespace {
 
-// One row's group scales or biases widened to f32, 16 at a time (`out` is padded past them).
+// One row's group scales or biases widened to f32, 16 at a time (`out` is padded past them; a
+// masked load reads nothing past the last group).
 EXACTQ_AVX512 void widen(const std::byte* params, std::int64_t row, std::int64_t groups, DType t, float* out) {
   const std::size_t first = std::size_t(row * groups);
-  std::int64_t g = 0;
-  for (; g + 16 <= groups; g += 16) {
+  for (std::int64_t g = 0; g < groups; g += 16) {
+    const __mmask16 in = __mmask16(groups - g >= 16 ? 0xffffu : (1u << (groups - g)) - 1u);
     __m512 v;
     if (t == DType::f32) {
-      v = _mm512_loadu_ps(reinterpret_cast<const float*>(params) + first + g);
+      v = _mm512_maskz_loadu_ps(in, reinterpret_cast<const float*>(params) + first + g);
     } else {
-      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const std::uint16_t*>(params) + first + g));
+      const __m256i h = _mm256_maskz_loadu_epi16(in, reinterpret_cast<const std::uint16_t*>(params) + first + g);
       v = t == DType::f16 ? _mm512_cvtph_ps(h) : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
     }
     _mm512_storeu_ps(out + g, v);
   }
-  for (; g < groups; ++g) out[g] = load_f32(params, first + std::size_t(g), t);
+}
+
+// order::butterfly's lane 0, the 32 lanes halved by vector adds: after the step with mask m,
+// lane l < m holds add(lane l, lane l + m), the same operations in the same order.
+EXACTQ_AVX512 inline float butterfly(const float* lanes) {
+  const __m512 r16 = _mm512_add_ps(_mm512_loadu_ps(lanes), _mm512_loadu_ps(lanes + 16));
+  const __m256 r8 = _mm256_add_ps(_mm512_castps512_ps256(r16), _mm512_extractf32x8_ps(r16, 1));
+  const __m128 r4 = _mm_add_ps(_mm256_castps256_ps128(r8), _mm256_extractf128_ps(r8, 1));
+  const __m128 r2 = _mm_add_ps(r4, _mm_movehl_ps(r4, r4));
+  return _mm_cvtss_f32(_mm_add_ss(r2, _mm_movehdup_ps(r2)));
 }
 
 // The 512 codes of a block into 8 registers, 32-bit lane p of each holding 4 codes of chunk p
@@ -150,7 +160,7 @@ EXACTQ_AVX512 void rows(const QuantizedMatrixView& w, const Staged& x, std::int6
     for (std::int64_t j = 0; j < count; ++j)
       for (int t = 0; t < tile; ++t)
         store_f32(y.data(), std::size_t((v0 + t) * w.n + n0 + j), w.dtype,
-                  order::butterfly(lanes.data() + (j * tile + t) * order::kLanes));
+                  butterfly(lanes.data() + (j * tile + t) * order::kLanes));
   }
 }
 

@@ -111,12 +111,14 @@ void check_level(cpu::Isa isa) {
 TEST(QmvIsa, Avx2EqualsScalarBitwise) { check_level(cpu::Isa::avx2); }
 TEST(QmvIsa, Avx512EqualsScalarBitwise) { check_level(cpu::Isa::avx512); }
 
-// A large shape through every level at 4 bits (the fast path), with its control.
+// A large shape through every level at 4 bits (the fast path), with its control. Large enough
+// (7 MB of weights times vectors) that the vector levels start a second worker: the small cells
+// above run on one (qmv_simd.cpp, kBytesPerWorker).
 TEST(QmvIsa, LargeFourBitShapeEqualsScalarOnEveryLevel) {
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
   std::mt19937_64 rng(seed);
-  const QuantizedMatrix w = random_matrix(301, 3840, 4, 64, DType::bf16, rng);
+  const QuantizedMatrix w = random_matrix(1201, 3840, 4, 64, DType::bf16, rng);
   const Bytes x = random_activations(3, 3840, DType::bf16, rng);
   QmvOptions o;
   o.threads = 2;

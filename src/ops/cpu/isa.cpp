@@ -22,7 +22,12 @@ Isa best_available() {
 Isa from_environment() {
   const char* env = std::getenv("EXACTQ_CPU_ISA");
   if (env == nullptr || *env == '\0') return best_available();
-  const Isa isa = parse_isa(env);
+  Isa isa;
+  try {
+    isa = parse_isa(env);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("[exactq] EXACTQ_CPU_ISA=") + env + ": " + (e.what() + 9));
+  }
   if (!isa_available(isa))
     throw std::invalid_argument(std::string("[exactq] EXACTQ_CPU_ISA=") + env + ": this CPU lacks " + env);
   return isa;

@@ -65,6 +65,24 @@ namespace cpu {
 // The CPU mirror: the exact operation order of docs/design.md, with lanes simulated.
 void qmv(Kernel kernel, const QuantizedMatrixView& w, std::span<const std::byte> x, std::int64_t m,
          std::span<std::byte> y, const QmvOptions& options = {});
+
+// The instruction set that the CPU's qmv and qmv_streamed run on. Every level computes each
+// chunk's exact integer sum its own way and keeps every f32 step of the order as it is, so no
+// output byte depends on the choice: it is a speed choice only. avx2 needs AVX2, FMA, F16C and
+// BMI2; avx512 needs AVX-512 F, BW, VL, DQ and VNNI, and BMI2.
+enum class Isa { scalar, avx2, avx512 };
+std::string_view to_string(Isa isa);
+// Throws std::invalid_argument naming the text.
+Isa parse_isa(std::string_view text);
+// Whether this CPU (and its operating system) can run the level. scalar always.
+bool isa_available(Isa isa);
+// The level in use: the environment variable EXACTQ_CPU_ISA (scalar, avx2 or avx512) where set,
+// else the best one available. Throws std::invalid_argument naming the value when EXACTQ_CPU_ISA
+// is unknown or names a level this CPU lacks.
+Isa qmv_isa();
+// Forces the level for the whole process (tests). Throws std::invalid_argument naming the level
+// when this CPU lacks it.
+void set_qmv_isa(Isa isa);
 }  // namespace cpu
 
 }  // namespace exactq

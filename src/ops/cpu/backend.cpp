@@ -151,7 +151,11 @@ void check_sizes(std::size_t buffer, std::size_t host, const char* what) {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(const QmvOptions& options) : options_(options) { validate_options(options); }
+  // qmv_isa() here too, so that a bad EXACTQ_CPU_ISA is refused before any work.
+  explicit CpuBackend(const QmvOptions& options) : options_(options) {
+    validate_options(options);
+    cpu::qmv_isa();
+  }
   std::string_view name() const override { return "cpu"; }
   std::string description() const override {
     return "CPU, " + std::to_string(std::thread::hardware_concurrency()) + " hardware threads";

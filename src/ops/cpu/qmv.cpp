@@ -1,6 +1,7 @@
 // qmv on the CPU: the M=1 reference order (docs/design.md §3), lanes simulated.
 // At M > 1 each vector runs on its own and re-decodes every weight, like the GPU's narrow arm.
 #include "ops/cpu/common.h"
+#include "ops/cpu/qmv_simd.h"
 
 namespace exactq::cpu {
 
@@ -24,7 +25,10 @@ static float qmv_row(const std::uint8_t* row, const float* scales, const float* 
   return order::butterfly(lanes);
 }
 
+// The scalar kernel below is the portable one; where the CPU has AVX2 or AVX-512 (qmv_isa()),
+// qmv_simd.cpp runs the same order with vector instructions, one vector at a time.
 void qmv_narrow(const QuantizedMatrixView& w, const Activations& x, std::span<std::byte> y, int threads) {
+  if (simd::run_vectorised(w, x, y, 1, threads)) return;
   const std::int64_t chunks = w.k / kChunkValues;
   parallel_rows(w.n, threads, [&](std::int64_t first, std::int64_t end) {
     std::vector<float> scales, biases;

@@ -5,11 +5,14 @@
 #include <algorithm>
 
 #include "ops/cpu/common.h"
+#include "ops/cpu/qmv_simd.h"
 
 namespace exactq::cpu {
 
 void qmv_streamed(const QuantizedMatrixView& w, const Activations& x, std::span<std::byte> y, int max_vectors,
                   int threads) {
+  // The vector levels (qmv_simd.cpp) keep this loop nest: each block of a row decoded once per tile.
+  if (simd::run_vectorised(w, x, y, max_vectors, threads)) return;
   const std::int64_t chunks = w.k / kChunkValues;
   const std::int64_t chunks_per_group = w.group / kChunkValues;
   parallel_rows(w.n, threads, [&](std::int64_t first, std::int64_t end) {

@@ -52,15 +52,17 @@ void attend(const AttentionKernels& k, const std::byte* q, const std::byte* keys
     const int count = int(last - first + 1);
     const std::size_t at = std::size_t(first) * stride + std::size_t(kv * d) * e;
     k.scores(q_scaled, kDim, nh, keys + at, stride, count, d, t, w);
+    // The heads' max scans and l_c chains side by side: each is its own sequence over j, and
+    // several in flight hide the latency of each step.
+    for (int h = 0; h < nh; ++h) chunk_max[h] = float_from_bits(0xff800000u);  // -inf
+    for (int j = 0; j < count; ++j)
+      for (int h = 0; h < nh; ++h) chunk_max[h] = order::attention_max_step(chunk_max[h], w[h * kChunk + j]);
     for (int h = 0; h < nh; ++h) {
-      float mc = float_from_bits(0xff800000u);
-      for (int j = 0; j < count; ++j) mc = order::attention_max_step(mc, w[h * kChunk + j]);
-      k.weights(w + h * kChunk, count, mc);
-      float lc = 0.0f;
-      for (int j = 0; j < count; ++j) lc = order::add(lc, w[h * kChunk + j]);
-      chunk_max[h] = mc;
-      chunk_sum[h] = lc;
+      k.weights(w + h * kChunk, count, chunk_max[h]);
+      chunk_sum[h] = 0.0f;
     }
+    for (int j = 0; j < count; ++j)
+      for (int h = 0; h < nh; ++h) chunk_sum[h] = order::add(chunk_sum[h], w[h * kChunk + j]);
     k.weighted_values(w, nh, values + at, stride, count, d, t, o_c, kDim);
     for (int h = 0; h < nh; ++h) {
       const order::FoldFactors f = order::attention_fold_factors(m[h], chunk_max[h]);

@@ -66,9 +66,10 @@ namespace cpu {
 void qmv(Kernel kernel, const QuantizedMatrixView& w, std::span<const std::byte> x, std::int64_t m,
          std::span<std::byte> y, const QmvOptions& options = {});
 
-// The instruction set that the CPU's qmv and qmv_streamed run on. Every level computes each
-// chunk's exact integer sum its own way and keeps every f32 step of the order as it is, so no
-// output byte depends on the choice: it is a speed choice only. avx2 needs AVX2, FMA, F16C and
+// The instruction set that the CPU's qmv and qmv_streamed run on, and the CPU attention and gated
+// MLP (silu) with them. Every level computes each chunk's exact integer sum its own way and keeps
+// every f32 step of the order as it is, so no output byte depends on the choice: it is a speed
+// choice only. avx2 needs AVX2, FMA, F16C and
 // BMI2; avx512 needs AVX-512 F, BW, VL, DQ and VNNI, and BMI2.
 enum class Isa { scalar, avx2, avx512 };
 std::string_view to_string(Isa isa);

@@ -11,10 +11,10 @@
 
 namespace exactq {
 
-// Runs body(first_row, end_row) over [0, n) in blocks, on `threads` workers (0 = all cores).
-template <typename Body>
+// Runs body(first_row, end_row) over [0, n) in blocks of kRowsPerTask rows, on `threads` workers
+// (0 = all cores). Rows that are each a large piece of work take kRowsPerTask = 1.
+template <std::int64_t kRowsPerTask = 16, typename Body>
 void parallel_rows(std::int64_t n, int threads, Body&& body) {
-  constexpr std::int64_t kRowsPerTask = 16;
   unsigned workers = threads > 0 ? unsigned(threads) : std::max(1u, std::thread::hardware_concurrency());
   const std::int64_t tasks = (n + kRowsPerTask - 1) / kRowsPerTask;
   if (std::int64_t(workers) > tasks) workers = unsigned(std::max<std::int64_t>(1, tasks));

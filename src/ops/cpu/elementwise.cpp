@@ -1,5 +1,10 @@
-// The elementwise ops on the CPU: order/elementwise.h, element by element.
+// The elementwise ops on the CPU: order/elementwise.h, element by element (silu's gated MLP on
+// AVX-512 where cpu::qmv_isa() chose it: gated_avx512.cpp, the same bytes).
+#include <algorithm>
+
+#include "exactq/qmv.h"
 #include "ops/cpu/decoder_ops.h"
+#include "ops/cpu/gated_kernels.h"
 #include "order/elementwise.h"
 #include "support/parallel.h"
 
@@ -7,7 +12,9 @@ namespace exactq::cpu {
 
 void gated_activation(const std::byte* gate, const std::byte* up, std::int64_t count, Activation act, DType t,
                       std::byte* out, int threads) {
+  const bool vector = act == Activation::silu && qmv_isa() == Isa::avx512;
   parallel_rows((count + 1023) / 1024, threads, [&](std::int64_t first, std::int64_t end) {
+    if (vector) return simd::gated_silu_avx512(gate, up, first * 1024, std::min(end * 1024, count), t, out);
     for (std::int64_t i = first * 1024; i < end * 1024 && i < count; ++i)
       store_f32(out, std::size_t(i), t,
                 order::gated(load_f32(gate, std::size_t(i), t), load_f32(up, std::size_t(i), t), int(act)));

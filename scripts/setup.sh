@@ -8,7 +8,8 @@ packages=(cmake ninja-build g++ libgtest-dev libbenchmark-dev libcli11-dev nlohm
           libasan8 libubsan1
           clang libclang-rt-14-dev  # clang and libFuzzer: scripts/fuzz.sh
           libpcre2-dev pkg-config  # the tokenizer's pre-tokenizer patterns
-          libutf8proc-dev)         # the tokenizer's Unicode normalizers
+          libutf8proc-dev          # the tokenizer's Unicode normalizers
+          libcpp-httplib-dev)      # exactq serve's HTTP server
 # Node.js and npm for the tokenizer test's reference (tests/hf-compare), from Debian where the
 # machine has no node of its own (a node that brings its own npm is used as it is).
 command -v npm >/dev/null || packages+=(nodejs npm)

@@ -90,13 +90,24 @@ void parse_common(const json& j, const ApiContext& c, ParsedRequest& r, const ch
     for (const auto& stop : r.spec.stop)
       if (stop.empty()) bad("stop", "a stop string is empty");
   }
-  require_default(j, "temperature", 0);
-  require_default(j, "top_p", 1);
+  auto number = [&](const char* key, double fallback) {
+    if (!j.contains(key) || j[key].is_null()) return fallback;
+    if (!j[key].is_number()) bad(key, fmt::format("must be a number, not {}", type_name(j[key])));
+    return j[key].get<double>();
+  };
+  r.spec.sampling.temperature = number("temperature", 0);
+  r.spec.sampling.top_p = number("top_p", 1);
+  r.spec.sampling.top_k = integer(j, "top_k", 0, 0);
+  if (r.spec.sampling.temperature < 0) bad("temperature", "must be at least 0");
+  if (!(r.spec.sampling.top_p > 0 && r.spec.sampling.top_p <= 1)) bad("top_p", "must be in (0, 1]");
   require_default(j, "n", 1);
   require_default(j, "presence_penalty", 0);
   require_default(j, "frequency_penalty", 0);
-  if (j.contains("seed") && !j["seed"].is_null() && !j["seed"].is_number_integer() && !j["seed"].is_number_unsigned())
-    bad("seed", fmt::format("must be an integer, not {}", type_name(j["seed"])));
+  if (j.contains("seed") && !j["seed"].is_null()) {
+    const json& seed = j["seed"];
+    if (!seed.is_number_integer() && !seed.is_number_unsigned()) bad("seed", fmt::format("must be an integer, not {}", type_name(seed)));
+    r.spec.sampling.seed = seed.is_number_unsigned() ? seed.get<std::uint64_t>() : std::uint64_t(seed.get<std::int64_t>());
+  }
   if (j.contains("logit_bias") && !j["logit_bias"].is_null() && !(j["logit_bias"].is_object() && j["logit_bias"].empty()))
     bad("logit_bias", "is not supported");
   if (j.contains("user") && !j["user"].is_null() && !j["user"].is_string()) bad("user", "must be a string");
@@ -131,7 +142,7 @@ std::string error_body(const ApiError& e) {
 
 ParsedRequest parse_completion(std::string_view body, const ApiContext& c) {
   const json j = parse_object(body);
-  refuse_unknown(j, {"model", "prompt", "max_tokens", "stop", "stream", "stream_options", "temperature", "top_p", "n",
+  refuse_unknown(j, {"model", "prompt", "max_tokens", "stop", "stream", "stream_options", "temperature", "top_p", "top_k", "n",
                      "seed", "user", "presence_penalty", "frequency_penalty", "logit_bias", "echo", "logprobs", "best_of"});
   ParsedRequest r;
   parse_common(j, c, r, "max_tokens", 16);
@@ -162,8 +173,8 @@ ParsedRequest parse_completion(std::string_view body, const ApiContext& c) {
 ParsedRequest parse_chat(std::string_view body, const ApiContext& c) {
   const json j = parse_object(body);
   refuse_unknown(j, {"model", "messages", "max_tokens", "max_completion_tokens", "stop", "stream", "stream_options",
-                     "temperature", "top_p", "n", "seed", "user", "presence_penalty", "frequency_penalty", "logit_bias",
-                     "logprobs"});
+                     "temperature", "top_p", "top_k", "n", "seed", "user", "presence_penalty", "frequency_penalty",
+                     "logit_bias", "logprobs"});
   ParsedRequest r;
   const bool completion_key = j.contains("max_completion_tokens") && !j["max_completion_tokens"].is_null();
   parse_common(j, c, r, completion_key ? "max_completion_tokens" : "max_tokens", 0);

@@ -51,6 +51,8 @@ void Engine::run(Job& job) {
   GreedyOptions options;
   options.max_tokens = spec.max_tokens;
   options.stop_ids = stop_ids_;
+  // The sampler picks by (seed, position) alone, so classic and speculative decode agree on it.
+  options.picker = sampling_picker(spec.sampling);
   Tokenizer::Stream stream = tokenizer_.stream(true);
   std::string text;          // every byte decoded so far, up to a stop string
   std::size_t emitted = 0;   // the bytes of text given to the job

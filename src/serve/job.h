@@ -18,12 +18,15 @@
 #include <string>
 #include <vector>
 
+#include "exactq/sampling.h"
+
 namespace exactq::serve {
 
 struct GenerationSpec {
   std::vector<std::int32_t> prompt;  // run from position 0, as `exactq generate` runs it
   std::int64_t max_tokens = 16;
   std::vector<std::string> stop;  // the text ends before the first occurrence of any of these
+  SamplingOptions sampling;       // greedy by default
 };
 
 enum class Finish : std::uint8_t { stop, length, cancelled, failed };

@@ -121,7 +121,9 @@ TEST(CliServe, BadRequestsGetOpenAIErrorsAndTheServerStaysUp) {
   expect_error(s, {{"max_tokens", 4}}, 400, "prompt");
   expect_error(s, {{"prompt", "x"}, {"stop", 3}}, 400, "stop");
   expect_error(s, {{"prompt", "x"}, {"stream", "yes"}}, 400, "stream");
-  expect_error(s, {{"prompt", "x"}, {"temperature", 0.7}}, 400, "temperature");
+  expect_error(s, {{"prompt", "x"}, {"temperature", -0.5}}, 400, "temperature");
+  expect_error(s, {{"prompt", "x"}, {"top_p", 1.5}}, 400, "top_p");
+  expect_error(s, {{"prompt", "x"}, {"seed", "1"}}, 400, "seed");
   expect_error(s, {{"prompt", "x"}, {"frobnicate", 1}}, 400, "frobnicate");
   expect_error(s, {{"prompt", std::vector<int>(64, 5)}}, 400, "prompt");  // the context holds 64 positions
   expect_error(s, {{"prompt", "x"}, {"model", "gpt-4"}}, 404, "model");

@@ -1,5 +1,5 @@
 // The load-invariance test: 32 concurrent requests of mixed prompts (text and token ids, short
-// and long, different max_tokens) sent with curl to `exactq serve`, classic and with the draft
+// and long, different max_tokens, greedy and seeded-sampled) sent with curl to `exactq serve`, classic and with the draft
 // model, in three arrival orders; every response carries the solo `exactq generate` run's token
 // ids and text. The negative control: each response against another request's solo run differs.
 #include <gtest/gtest.h>
@@ -41,6 +41,14 @@ std::vector<Request> mixed_requests() {
     Request r;
     r.solo = solo_run("--prompt-ids " + ids_text(ids), n);
     r.body = {{"prompt", ids}, {"max_tokens", n}};
+    out.push_back(r);
+  }
+  // Seeded sampling: the solo run samples with the same options.
+  for (const std::uint64_t seed : {5, 6}) {
+    Request r;
+    const std::string prompt = "def main():\n    ";
+    r.solo = solo_run("--prompt '" + prompt + "' --temperature 0.9 --top-p 0.95 --top-k 40 --seed " + std::to_string(seed), 20);
+    r.body = {{"prompt", prompt}, {"max_tokens", 20}, {"temperature", 0.9}, {"top_p", 0.95}, {"top_k", 40}, {"seed", seed}};
     out.push_back(r);
   }
   return out;

@@ -3,6 +3,7 @@
 // runs as that command runs it alone, so each response carries the solo run's tokens.
 #include "serve.h"
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -47,9 +48,9 @@ void run(const Args& a) {
   if (!a.draft.empty() && a.lookup > 0) throw std::invalid_argument("serve: give at most one drafter: --draft or --lookup");
   check_threads(a.threads);
   const KernelFamily family = parse_kernel_family(a.kernels);
+  const Checkpoint checkpoint = Checkpoint::open(a.model);
   if (!std::filesystem::exists(std::filesystem::path(a.model) / "tokenizer.json"))
     throw std::invalid_argument("--model: '" + a.model + "' has no tokenizer.json (the server speaks text)");
-  const Checkpoint checkpoint = Checkpoint::open(a.model);
   const Tokenizer tokenizer = Tokenizer::open(a.model);
   std::optional<Checkpoint> draft_checkpoint;
   if (!a.draft.empty()) draft_checkpoint = Checkpoint::open(a.draft);
@@ -105,7 +106,10 @@ void run(const Args& a) {
   const serve::TemplateLookup lookup = serve::find_chat_template(a.model, bos_text);
   serve::ApiContext api{model_id(a.model), &tokenizer, decoder.vocab_size(), decoder.context_length(), &lookup.chat_template,
                         lookup.error};
-  serve::ServerOptions server_options{a.host, a.port, a.api_key, std::size_t(a.max_queue) + 8, engine_options.speculative.has_value()};
+  // A connection thread per waiting request and a few for /health and /metrics, up to a bound
+  // on the threads started at once: past it, connections wait for a thread before being read.
+  const std::size_t connection_threads = std::min<std::size_t>(std::size_t(a.max_queue) + 8, 256);
+  serve::ServerOptions server_options{a.host, a.port, a.api_key, connection_threads, engine_options.speculative.has_value()};
   serve::HttpServer server(server_options, api, scheduler, metrics);
   const int port = server.bind();
 

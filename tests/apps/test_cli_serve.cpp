@@ -225,5 +225,72 @@ TEST(CliServe, AClientThatGoesAwayCancelsItsRequestAndAFullQueueAnswers429) {
   EXPECT_EQ(queued_status, 503);
 }
 
+TEST(CliServe, BadArgumentsExit2NamingTheValue) {
+  const std::string model = " --backend cpu --model '" + kTarget + "'";
+  for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
+           {"--backend cpu", "--model"},
+           {"--backend cpu --model /nonexistent", "/nonexistent"},
+           {model + " --port 70000", "--port"},
+           {model + " --draft '" + kDraft + "' --lookup 2", "at most one drafter"},
+           {model + " --block 3", "--block"},
+           {model + " --kernels wide", "--kernels"},
+           {model + " --max-queue 0", "--max-queue"}}) {
+    const Outcome o = run_cli("serve " + args, "", 30);
+    EXPECT_EQ(o.exit_code, 2) << args << "\n" << o.output;
+    EXPECT_TRUE(contains(o.output, says)) << args << "\n" << o.output;
+  }
+}
+
+// The shipped target with a chat template added to its tokenizer_config.json.
+struct ChatModel {
+  TempFile dir{"exactq-serve-chat", ""};
+  explicit ChatModel(const std::string& chat_template) {
+    std::filesystem::copy(kTarget, dir.path);
+    std::ifstream in(dir.path / "tokenizer_config.json");
+    json config = json::parse(in);
+    config["chat_template"] = chat_template;
+    std::ofstream(dir.path / "tokenizer_config.json") << config.dump();
+  }
+};
+
+TEST(CliServe, ChatRendersARecognisedTemplateAndNamesAnUnknownOne) {
+  ChatModel gemma("{{ bos_token }}{% for m in messages %}<start_of_turn>{{ m.role }}\n{{ m.content | trim }}<end_of_turn>\n"
+                  "{% endfor %}<start_of_turn>model\n");
+  ServeProcess s({"--model", gemma.dir.path.string()});
+  ASSERT_TRUE(s.ok());
+  // The Gemma rendering; its BOS is the one `generate --prompt` adds.
+  const Solo solo = solo_run("--prompt '<start_of_turn>user\nclass Stack:<end_of_turn>\n<start_of_turn>model\n'", 16);
+  const json messages = {{{"role", "user"}, {"content", " class Stack: "}}};
+  int status = 0;
+  const json chat = post(s, "/v1/chat/completions", {{"messages", messages}, {"max_tokens", 16}}, &status);
+  ASSERT_EQ(status, 200) << chat.dump();
+  EXPECT_EQ(chat["object"], "chat.completion");
+  EXPECT_EQ(chat["choices"][0]["message"]["content"], solo.text);
+  EXPECT_EQ(chat["usage"]["prompt_tokens"], solo.prompt_ids.size());
+  EXPECT_EQ(chat["usage"]["completion_tokens"], solo.output_ids.size());
+  const json other = post(s, "/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "def pop(self):"}}}}, {"max_tokens", 16}});
+  EXPECT_NE(other["choices"][0]["message"]["content"], solo.text) << "the control: another message";
+  auto r = s.client().Post("/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 16}, {"stream", true}}.dump(),
+                           "application/json");
+  ASSERT_TRUE(r);
+  std::string streamed;
+  std::size_t at = 0;
+  while ((at = r->body.find("data: {", at)) != std::string::npos) {
+    const std::size_t end = r->body.find("\n\n", at);
+    const json chunk = json::parse(r->body.substr(at + 6, end - at - 6));
+    streamed += chunk["choices"][0]["delta"].value("content", "");
+    at = end;
+  }
+  EXPECT_EQ(streamed, solo.text);
+  EXPECT_TRUE(contains(r->body, "data: [DONE]"));
+
+  ChatModel unknown("{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}");
+  ServeProcess u({"--model", unknown.dir.path.string()});
+  ASSERT_TRUE(u.ok());
+  const json refused = post(u, "/v1/chat/completions", {{"messages", messages}}, &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_TRUE(contains(refused["error"]["message"].get<std::string>(), "[INST]")) << refused.dump();
+}
+
 }  // namespace
 }  // namespace exactq::test

@@ -56,13 +56,17 @@ void run(const Args& a) {
   if (!a.draft.empty()) draft_checkpoint = Checkpoint::open(a.draft);
 
   // SIGINT and SIGTERM go to one thread that shuts down in order; blocked before any other
-  // thread starts, so that every thread inherits the mask. A client gone mid-write is a failed
-  // write, not a signal that ends the process.
+  // thread starts, so that every thread inherits the mask. A shell starts a background job with
+  // SIGINT ignored, and POSIX lets a system discard an ignored signal even while it is blocked:
+  // once blocked, the default disposition is restored so that sigwait sees it. A client gone
+  // mid-write is a failed write, not a signal that ends the process.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
   std::signal(SIGPIPE, SIG_IGN);
 
   QmvOptions qmv_options;

@@ -31,11 +31,14 @@ class ServeProcess {
  public:
   // `exactq serve --backend cpu --port 0 ARGS...`; fails the test where no address comes within
   // `seconds`.
-  explicit ServeProcess(std::vector<std::string> args, int seconds = 60) : log_("exactq-serve-log", ".txt") {
+  // ignore_sigint: started as a shell starts a background job, with SIGINT ignored.
+  explicit ServeProcess(std::vector<std::string> args, int seconds = 60, bool ignore_sigint = false)
+      : log_("exactq-serve-log", ".txt") {
     int out[2];
     if (pipe(out) != 0) throw std::runtime_error("pipe");
     pid_ = fork();
     if (pid_ == 0) {
+      if (ignore_sigint) signal(SIGINT, SIG_IGN);
       dup2(out[1], 1);
       const int err = open(log_.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       dup2(err, 2);

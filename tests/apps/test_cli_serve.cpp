@@ -225,6 +225,16 @@ TEST(CliServe, AClientThatGoesAwayCancelsItsRequestAndAFullQueueAnswers429) {
   EXPECT_EQ(queued_status, 503);
 }
 
+TEST(CliServe, SigintStopsAServerStartedInTheBackgroundWithExit0) {
+  ServeProcess s({"--model", kTarget}, 60, true);
+  ASSERT_TRUE(s.ok());
+  int status = 0;
+  post(s, "/v1/completions", {{"prompt", "import os\n"}, {"max_tokens", 2}}, &status);
+  EXPECT_EQ(status, 200);
+  EXPECT_EQ(s.stop(SIGINT, 20), 0) << s.log();
+  EXPECT_TRUE(contains(s.log(), "SIGINT: stopping")) << s.log();
+}
+
 TEST(CliServe, BadArgumentsExit2NamingTheValue) {
   const std::string model = " --backend cpu --model '" + kTarget + "'";
   for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{

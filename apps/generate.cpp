@@ -18,6 +18,7 @@
 #include "exactq/decoder.h"
 #include "exactq/generate.h"
 #include "exactq/probe.h"
+#include "exactq/sampling.h"
 #include "exactq/speculative.h"
 #include "exactq/tokenizer.h"
 #include "make_model.h"
@@ -34,6 +35,7 @@ struct Args {
   int threads = 0;
   bool ignore_eos = false, replay = false, compare = false, allow_inexact = false, replay_rate_given = false;
   bool adaptive = false;
+  SamplingOptions sampling;
 };
 
 double per_second(std::int64_t tokens, double seconds) { return seconds > 0 ? double(tokens) / seconds : 0.0; }
@@ -160,6 +162,7 @@ void run(const Args& a) {
   GreedyOptions options;
   options.max_tokens = a.max_tokens;
   if (tokenizer && !a.ignore_eos) options.stop_ids = tokenizer->eos_ids();
+  options.picker = sampling_picker(a.sampling);
 
   // The text of one run, streamed; token ids where the model has no tokenizer.
   if (tokenizer) fmt::print("{}", a.prompt.empty() ? tokenizer->decode(prompt) : a.prompt);
@@ -330,6 +333,16 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--adaptive", a->adaptive,
                 "adaptive block width up to --block: one draft more after a fully accepted round, back to just past "
                 "the accepted drafts otherwise (the output is the same at every width)");
+  add_seconds_option(cmd, "--temperature", a->sampling.temperature,
+                     "sample at this temperature (default 0: greedy); the token at each position is picked by "
+                     "Gumbel-max with noise keyed by (--seed, position), so speculative decoding gives the same text")
+      ->check(CLI::Range(0.0, 1e6));
+  add_integer_option(cmd, "--top-k", a->sampling.top_k, "with --temperature: sample among the K most likely tokens (0: all)")
+      ->check(CLI::Range(std::int64_t(0), std::int64_t(1) << 31));
+  add_seconds_option(cmd, "--top-p", a->sampling.top_p,
+                     "with --temperature: sample among the most likely tokens whose probabilities reach P, in (0, 1]")
+      ->check(CLI::Range(1e-9, 1.0));
+  add_integer_option(cmd, "--seed", a->sampling.seed, "with --temperature: the seed of the sampling noise (default 0)");
   cmd->add_flag("--compare", a->compare,
                 "run classic and speculative decode on the same prompt and compare the output ids byte for byte");
   cmd->add_flag("--allow-inexact", a->allow_inexact,

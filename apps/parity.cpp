@@ -90,7 +90,7 @@ ParityResult run_parity(const ParityConfig& c, Backend& backend, Backend* refere
   if (c.m_max < 1 || c.m_max > 4096) throw std::invalid_argument(fmt::format("--m-max {} is out of range [1, 4096]", c.m_max));
   if (c.seeds.empty()) throw std::invalid_argument("--seeds: at least one seed is needed");
   check_host_memory(c.n, c.k, c.m_max, "parity");
-  if (std::none_of(c.kernels.begin(), c.kernels.end(), is_width_invariant))
+  if (std::none_of(c.kernels.begin(), c.kernels.end(), [](Kernel k) { return is_width_invariant(k); }))
     throw std::invalid_argument(
         "--kernels: no width-invariant kernel asked (qmv_wide is the negative control, not a claim): add qmv, "
         "qmv_streamed or qmv_mma");

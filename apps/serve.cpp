@@ -69,22 +69,10 @@ void run(const Args& a) {
   std::signal(SIGTERM, SIG_DFL);
   std::signal(SIGPIPE, SIG_IGN);
 
-  QmvOptions qmv_options;
-  qmv_options.threads = a.threads;
-  auto backend = make_backend(a.backend, qmv_options);
-  Decoder decoder(*backend, checkpoint, {family, a.context});
-  std::unique_ptr<Decoder> draft_decoder;
-  std::unique_ptr<Drafter> drafter;
-  if (draft_checkpoint) {
-    draft_decoder = std::make_unique<Decoder>(*backend, *draft_checkpoint, DecoderOptions{family, decoder.context_length()});
-    try {
-      drafter = std::make_unique<DraftModelDrafter>(*draft_decoder, decoder);
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument("--draft '" + a.draft + "': " + e.what());
-    }
-  } else if (a.lookup > 0) {
-    drafter = std::make_unique<PromptLookupDrafter>(a.lookup);
-  }
+  DecodingSetup setup = open_decoding(a.backend, a.threads, checkpoint, family, a.context, draft_checkpoint, a.draft, a.lookup);
+  const std::unique_ptr<Backend>& backend = setup.backend;
+  Decoder& decoder = *setup.decoder;
+  std::unique_ptr<Drafter>& drafter = setup.drafter;
   serve::EngineOptions engine_options;
   std::string mode = "classic decode";
   if (drafter) {

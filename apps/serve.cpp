@@ -115,11 +115,13 @@ void run(const Args& a) {
     scheduler.shutdown();
     server.stop();
   });
-  fmt::print("http://{}:{}\n", a.host, port);
-  std::fflush(stdout);
+  // The log line first: whoever reads the address from stdout finds the log already written.
   fmt::print(stderr, "exactq serve: {} on {} ({}, {}), {}, context {}, chat: {}; listening on http://{}:{}\n", api.model_id,
              backend->name(), backend->description(), to_string(family), mode, decoder.context_length(),
              lookup.chat_template ? serve::to_string(lookup.chat_template->format) : "none", a.host, port);
+  std::fflush(stderr);
+  fmt::print("http://{}:{}\n", a.host, port);
+  std::fflush(stdout);
   const bool listened = server.listen();
   if (!signalled.load()) pthread_kill(stopper.native_handle(), SIGTERM);
   stopper.join();

@@ -90,6 +90,16 @@ class ServeProcess {
     std::ifstream in(log_.path);
     return std::string(std::istreambuf_iterator<char>(in), {});
   }
+  // Whether the log shows `text` within `seconds`: a request's line is written after its
+  // response, so a client may read the response before the line is there.
+  bool log_shows(const std::string& text, int seconds = 10) const {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    while (log().find(text) == std::string::npos) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return true;
+  }
   // Sends `signal` and waits up to `seconds` for the exit: the exit status, -1 for a signal's end
   // or a process that had to be killed.
   int stop(int signal, int seconds) {

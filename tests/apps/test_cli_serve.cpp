@@ -103,7 +103,7 @@ TEST(CliServe, CompletionsOfTextAndIdsAreTheSoloRunsAndStreamTheSameText) {
   ASSERT_TRUE(metrics);
   EXPECT_TRUE(contains(metrics->body, "exactq_requests_total{status=\"200\"}")) << metrics->body;
   EXPECT_TRUE(contains(metrics->body, "exactq_generated_tokens_total")) << metrics->body;
-  EXPECT_TRUE(contains(s.log(), "POST /v1/completions 200")) << s.log();
+  EXPECT_TRUE(s.log_shows("POST /v1/completions 200")) << s.log();
 }
 
 TEST(CliServe, BadRequestsGetOpenAIErrorsAndTheServerStaysUp) {

@@ -118,7 +118,7 @@ TEST(CliServeLoad, WithTheDraftModelTheResponsesAreTheClassicSoloRuns) {
   const std::vector<Request> requests = mixed_requests();
   ServeProcess speculative({"--model", kTarget, "--draft", kDraft, "--block", "3"});
   ASSERT_TRUE(speculative.ok());
-  EXPECT_TRUE(contains(speculative.log(), "speculative decode")) << speculative.log();
+  EXPECT_TRUE(speculative.log_shows("speculative decode")) << speculative.log();
   for (const auto& order : three_orders(32)) check_under_load(speculative, requests, order);
   auto metrics = speculative.client().Get("/metrics");
   ASSERT_TRUE(metrics);

@@ -11,6 +11,7 @@
 
 #include "ops/cpu/exp_x86.h"
 #include "order/attention.h"
+#include "support/dispatch.h"
 
 namespace exactq::cpu::attention_detail {
 namespace {
@@ -113,11 +114,7 @@ void scores_t(const float* q, std::size_t q_stride, int heads, const std::byte* 
 
 void scores(const float* q, std::size_t q_stride, int heads, const std::byte* keys, std::size_t stride, int count,
             int d, DType t, float* s) {
-  switch (t) {
-    case DType::f32: return scores_t<DType::f32>(q, q_stride, heads, keys, stride, count, d, s);
-    case DType::f16: return scores_t<DType::f16>(q, q_stride, heads, keys, stride, count, d, s);
-    default: return scores_t<DType::bf16>(q, q_stride, heads, keys, stride, count, d, s);
-  }
+  with_dtype(t, [&]<DType T>() { scores_t<T>(q, q_stride, heads, keys, stride, count, d, s); });
 }
 
 EXACTQ_AVX512 inline __mmask16 first_lanes(int n) { return n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1u); }
@@ -174,11 +171,7 @@ void weighted_values_t(const float* e, int heads, const std::byte* values, std::
 
 void weighted_values(const float* e, int heads, const std::byte* values, std::size_t stride, int count, int d,
                      DType t, float* o, std::size_t o_stride) {
-  switch (t) {
-    case DType::f32: return weighted_values_t<DType::f32>(e, heads, values, stride, count, d, o, o_stride);
-    case DType::f16: return weighted_values_t<DType::f16>(e, heads, values, stride, count, d, o, o_stride);
-    default: return weighted_values_t<DType::bf16>(e, heads, values, stride, count, d, o, o_stride);
-  }
+  with_dtype(t, [&]<DType T>() { weighted_values_t<T>(e, heads, values, stride, count, d, o, o_stride); });
 }
 
 EXACTQ_AVX512 void fold(float* o, const float* o_c, int n, float a, float b) {

@@ -5,6 +5,7 @@
 
 #if defined(__x86_64__)
 #include "ops/cpu/silu_x86.h"
+#include "support/dispatch.h"
 
 namespace exactq::cpu::simd {
 namespace {
@@ -40,11 +41,7 @@ EXACTQ_AVX512 void gated_silu_t(const std::byte* gate, const std::byte* up, std:
 
 void gated_silu_avx512(const std::byte* gate, const std::byte* up, std::int64_t first, std::int64_t end, DType t,
                        std::byte* out) {
-  switch (t) {
-    case DType::f32: return gated_silu_t<DType::f32>(gate, up, first, end, out);
-    case DType::f16: return gated_silu_t<DType::f16>(gate, up, first, end, out);
-    default: return gated_silu_t<DType::bf16>(gate, up, first, end, out);
-  }
+  with_dtype(t, [&]<DType T>() { gated_silu_t<T>(gate, up, first, end, out); });
 }
 
 }  // namespace exactq::cpu::simd

@@ -116,7 +116,12 @@ void DeviceBuffer::upload(std::span<const std::byte> host) {
   if (host.size() != size_)
     throw std::invalid_argument("[exactq] upload of " + std::to_string(host.size()) + " bytes into a buffer of " +
                                 std::to_string(size_));
-  if (size_) EXACTQ_CUDA_CHECK(cudaMemcpy(data_, host.data(), size_, cudaMemcpyHostToDevice));
+  if (size_) {
+    EXACTQ_CUDA_CHECK(cudaMemcpy(data_, host.data(), size_, cudaMemcpyHostToDevice));
+    // From pageable memory cudaMemcpy may return before the bytes reach the device, ordered only
+    // on the legacy stream; kernels on a non-blocking stream (the backend's) must find them there.
+    EXACTQ_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
+  }
 }
 void DeviceBuffer::download(std::span<std::byte> host) const {
   if (host.size() != size_)
@@ -125,7 +130,10 @@ void DeviceBuffer::download(std::span<std::byte> host) const {
   if (size_) EXACTQ_CUDA_CHECK(cudaMemcpy(host.data(), data_, size_, cudaMemcpyDeviceToHost));
 }
 void DeviceBuffer::fill(std::uint8_t value) {
-  if (size_) EXACTQ_CUDA_CHECK(cudaMemset(data_, value, size_));
+  if (size_) {
+    EXACTQ_CUDA_CHECK(cudaMemset(data_, value, size_));
+    EXACTQ_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));  // as upload: asynchronous to the host
+  }
 }
 
 DeviceMatrix DeviceMatrix::upload(const QuantizedMatrix& host) {

@@ -9,10 +9,12 @@
 #include <thread>
 #include <vector>
 
+#include "support/worker_pool.h"
+
 namespace exactq {
 
 // Runs body(first_row, end_row) over [0, n) in blocks of kRowsPerTask rows, on `threads` workers
-// (0 = all cores). Rows that are each a large piece of work take kRowsPerTask = 1.
+// (0 = all cores; at most the cores, where the shared pool runs them). Rows that are each a large piece of work take kRowsPerTask = 1.
 template <std::int64_t kRowsPerTask = 16, typename Body>
 void parallel_rows(std::int64_t n, int threads, Body&& body) {
   unsigned workers = threads > 0 ? unsigned(threads) : std::max(1u, std::thread::hardware_concurrency());
@@ -23,6 +25,10 @@ void parallel_rows(std::int64_t n, int threads, Body&& body) {
     for (std::int64_t t; (t = next.fetch_add(1)) < tasks;)
       body(t * kRowsPerTask, std::min(n, (t + 1) * kRowsPerTask));
   };
+  if (workers <= 1) return work();
+  // The shared workers where they are free; else (another thread's call holds them, or this call
+  // runs inside one of theirs) threads of its own.
+  if (WorkerPool::shared().run(workers - 1, [](void* w) { (*static_cast<decltype(work)*>(w))(); }, &work)) return;
   std::vector<std::thread> pool;
   // Where the system refuses a thread (its limit reached), the workers already started and this
   // one share all the tasks: fewer threads, the same rows, the same bytes.

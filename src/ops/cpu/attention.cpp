@@ -75,11 +75,11 @@ void attend(const AttentionKernels& k, const std::byte* q, const std::byte* keys
     for (int i = 0; i < d; ++i) store_f32(out, q_first + std::size_t(h * d + i), t, order::div(o[h * kDim + i], l[h]));
 }
 
-// parallel_rows starts its workers on every call (tens of microseconds on a 2-core Xeon), while
-// one core takes about 28 us for 6 heads of 64 dims over 512 keys. A worker is therefore started
-// only per this many (visible key, head, dim) products. Tasks are independent: the thread count
-// changes no byte.
-constexpr std::int64_t kProductsPerWorker = std::int64_t(1) << 20;
+// Handing tasks to a parked worker costs about a microsecond (support/worker_pool.h), while one
+// core takes about 28 us for 6 heads of 64 dims over 512 keys. A worker is therefore asked for per
+// this many (visible key, head, dim) products, some 10 us of work. Tasks are independent: the
+// thread count changes no byte.
+constexpr std::int64_t kProductsPerWorker = std::int64_t(1) << 16;
 
 int workers_for(std::int64_t m, const std::int32_t* positions, const AttentionShape& s, int threads) {
   std::int64_t products = 0;

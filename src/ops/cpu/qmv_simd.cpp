@@ -6,11 +6,11 @@
 
 namespace exactq::cpu::simd {
 
-// parallel_rows starts its workers on every call, which costs tens of microseconds: more than a
-// small matrix takes on one core at these speeds (4-bit 4096x384: 179 us on one thread, 177 us on
-// two, 2-core Xeon). A worker is therefore started only per this much packed weight times vectors.
-// Rows are independent, so the thread count changes no byte.
-inline constexpr std::int64_t kBytesPerWorker = std::int64_t(1) << 20;
+// Handing rows to a parked worker costs about a microsecond (support/worker_pool.h); one core
+// streams a small matrix's weights at about 4 GB/s. A worker is therefore asked for per this much
+// packed weight times vectors, some 15 us of work. Rows are independent, so the thread count
+// changes no byte.
+inline constexpr std::int64_t kBytesPerWorker = std::int64_t(64) << 10;
 
 static int workers_for(const QuantizedMatrixView& w, std::int64_t m, int threads) {
   const std::int64_t asked = threads > 0 ? threads : std::max(1u, std::thread::hardware_concurrency());

@@ -22,6 +22,9 @@ struct ChatTemplate {
   std::string bos;             // the BOS token's text, where the template writes it
   std::string default_system;  // ChatML: the system turn a template adds where none is given
   bool llama_dated_system = false;  // Llama 3.1+: the system turn with the knowledge and today's date
+  // Qwen3: an assistant turn's <think> reasoning is dropped before the last user query and
+  // written as a think block after it.
+  bool qwen_reasoning = false;
 };
 const char* to_string(ChatFormat format);
 
@@ -37,7 +40,8 @@ TemplateLookup find_chat_template(const std::string& model_dir, const std::strin
 TemplateLookup recognise_chat_template(const std::string& source, const std::string& bos_text);
 
 // The prompt text, the generation prompt (the assistant's turn opening) included. Throws
-// std::invalid_argument naming the message where a role is not one the format has.
+// std::invalid_argument naming the message where a role is not one the format has, or where the
+// template itself refuses the list (Gemma: roles not alternating user/assistant).
 std::string render_chat(const ChatTemplate& chat_template, const std::vector<ChatMessage>& messages);
 
 }  // namespace exactq::serve

@@ -42,7 +42,8 @@ TEST(ServeChat, TheThreeFamiliesRenderAsTheirTemplates) {
             "<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
   auto gemma = recognise_chat_template("<start_of_turn> ... <end_of_turn>", "<bos>");
   ASSERT_TRUE(gemma.chat_template);
-  EXPECT_EQ(render_chat(*gemma.chat_template, m), "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n");
+  // Gemma 3 trims the turns but not the system message it puts before the first.
+  EXPECT_EQ(render_chat(*gemma.chat_template, m), "<bos><start_of_turn>user\n Be brief. \n\nHi<end_of_turn>\n<start_of_turn>model\n");
   EXPECT_THROW(render_chat(*gemma.chat_template, {{"tool", "x"}}), std::invalid_argument);
   auto unknown = recognise_chat_template("{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}", "");
   EXPECT_FALSE(unknown.chat_template);

@@ -14,7 +14,8 @@
 namespace exactq {
 
 // Runs body(first_row, end_row) over [0, n) in blocks of kRowsPerTask rows, on `threads` workers
-// (0 = all cores; at most the cores, where the shared pool runs them). Rows that are each a large piece of work take kRowsPerTask = 1.
+// (0 = all cores; at most the cores, where the shared pool runs them). Rows that are each a large
+// piece of work take kRowsPerTask = 1.
 template <std::int64_t kRowsPerTask = 16, typename Body>
 void parallel_rows(std::int64_t n, int threads, Body&& body) {
   unsigned workers = threads > 0 ? unsigned(threads) : std::max(1u, std::thread::hardware_concurrency());

@@ -28,6 +28,20 @@ void relax() {
   std::this_thread::yield();
 #endif
 }
+
+// Returns once done(a's value) holds: spinning for kSpin, then sleeping until a changes.
+template <typename T, typename Done>
+void await(const std::atomic<T>& a, Done done) {
+  const auto until = std::chrono::steady_clock::now() + kSpin;
+  for (int spins = 0;; ++spins) {
+    const T value = a.load(std::memory_order_acquire);
+    if (done(value)) return;
+    if (spins % 64 == 63 && std::chrono::steady_clock::now() > until)
+      a.wait(value, std::memory_order_acquire);
+    else
+      relax();
+  }
+}
 }  // namespace
 
 struct WorkerPool::State {
@@ -44,14 +58,7 @@ struct WorkerPool::State {
   void work() {
     std::uint64_t seen = generation.load(std::memory_order_acquire);
     for (;;) {
-      const auto until = std::chrono::steady_clock::now() + kSpin;
-      for (int spins = 0; generation.load(std::memory_order_acquire) == seen; ++spins) {
-        relax();
-        if (spins % 64 == 63 && std::chrono::steady_clock::now() > until) {
-          generation.wait(seen, std::memory_order_acquire);
-          break;
-        }
-      }
+      await(generation, [seen](std::uint64_t g) { return g != seen; });
       void (*mine)(void*) = nullptr;
       void* with = nullptr;
       {
@@ -104,15 +111,7 @@ bool WorkerPool::run(unsigned helpers, void (*job)(void*), void* context) {
     s.open = 0;  // a worker waking now finds nothing to claim
     claimed = s.claimed;
   }
-  const auto until = std::chrono::steady_clock::now() + kSpin;
-  for (int spins = 0;; ++spins) {
-    const unsigned done = s.finished.load(std::memory_order_acquire);
-    if (done >= claimed) break;
-    if (spins % 64 == 63 && std::chrono::steady_clock::now() > until)
-      s.finished.wait(done, std::memory_order_acquire);
-    else
-      relax();
-  }
+  await(s.finished, [claimed](unsigned done) { return done >= claimed; });
   return true;
 }
 

@@ -411,8 +411,17 @@ class CudaBackend final : public Backend {
       attention_workspace_ = cuda::DeviceBuffer(std::max(need, doubled));
       ++workspace_generation_;
     }
+    const std::size_t counters = cuda_detail::attention_counter_count(m, shape) * sizeof(unsigned);
+    if (attention_counters_.size() < counters) {
+      synchronize();
+      attention_counters_ = cuda::DeviceBuffer();
+      attention_counters_ = cuda::DeviceBuffer(counters);
+      attention_counters_.fill(0);  // every call leaves them at zero
+      ++workspace_generation_;
+    }
     cuda_detail::launch_attention(data(q), data(keys), data(values), m, int32s(positions), max_position, shape, t, data(out),
-                                  attention_workspace_.bytes().data(), attention_workspace_.size(), stream_);
+                                  attention_workspace_.bytes().data(), attention_workspace_.size(),
+                                  reinterpret_cast<unsigned*>(attention_counters_.bytes().data()), stream_);
   }
   void gated_activation(const Buffer& gate, const Buffer& up, std::int64_t count, Activation act, DType t,
                         Buffer& out) override {
@@ -489,6 +498,8 @@ class CudaBackend final : public Backend {
   // attention's chunk statistics (attention.cu): grown only when a call needs more than it holds,
   // so steady-state decode allocates nothing.
   cuda::DeviceBuffer attention_workspace_;
+  // attention's arrival counters, one per (row, kv head, head group): zero between calls.
+  cuda::DeviceBuffer attention_counters_;
 };
 
 }  // namespace

@@ -249,12 +249,19 @@ Bytes attention_with_workspace(const Bytes& q, const Bytes& keys, const Bytes& v
   };
   const cuda::DeviceBuffer qd = put(q), kd = put(keys), vd = put(values), at = put(consecutive_positions(start, m));
   cuda::DeviceBuffer out(q.size()), workspace(workspace_bytes);
+  cuda::DeviceBuffer counters(cuda_detail::attention_counter_count(m, shape) * sizeof(unsigned));
   workspace.fill(0xff);
+  counters.fill(0);
   cuda_detail::launch_attention(qd.bytes().data(), kd.bytes().data(), vd.bytes().data(), m,
-                                reinterpret_cast<const std::int32_t*>(at.bytes().data()), bound, shape, t, out.bytes().data(), workspace.bytes().data(), workspace.size(), nullptr);
+                                reinterpret_cast<const std::int32_t*>(at.bytes().data()), bound, shape, t,
+                                out.bytes().data(), workspace.bytes().data(), workspace.size(),
+                                reinterpret_cast<unsigned*>(counters.bytes().data()), nullptr);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   Bytes host(q.size());
   out.download(host);
+  Bytes left(counters.size());
+  counters.download(left);
+  EXPECT_EQ(left, Bytes(left.size())) << "the call must leave its counters at zero";
   return host;
 }
 

@@ -5,6 +5,7 @@
 # sanitizer aborts the process: no report is recovered from).
 #   FUZZ_SECONDS  seconds per target (default 60)
 #   FUZZ_JOBS     parallel fuzzing processes per target (default 1)
+# The targets run side by side, one per core.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-60}
@@ -29,18 +30,40 @@ for source in "${library[@]}"; do
 done
 wait
 
-status=0
-for target in safetensors config tokenizer; do
+targets=(safetensors config tokenizer)
+for target in "${targets[@]}"; do
   "$cxx" "${common[@]}" -fsanitize=fuzzer "tests/fuzz/fuzz_$target.cpp" "${objects[@]}" $(pkg-config --libs libpcre2-8 libutf8proc) \
-    -o "$out/fuzz_$target"
-  corpus="$out/corpus-$target"
-  rm -rf "$corpus" && mkdir -p "$corpus"
+    -o "$out/fuzz_$target" &
+done
+wait
+
+# One target's run; its verdict goes to $out/fuzz_$target.verdict. The targets run side by side,
+# as many at once as there are cores: each still gets its seconds of a whole core.
+fuzz_one() {
+  local target=$1 corpus="$out/corpus-$1"
+  rm -rf "$corpus" "$out/run-$target" && mkdir -p "$corpus" "$out/run-$target"
   cp tests/fuzz/corpus/$target/* "$corpus"/
   echo "exactq fuzz: $target for ${seconds} s"
+  # Each target in its own directory: libFuzzer's job logs (fuzz-N.log) have fixed names.
   # -timeout: one input taking this long is a finding; -rss_limit_mb: so is a blow-up in memory.
-  if ! (cd "$out" && ASAN_OPTIONS=detect_leaks=1 "./fuzz_$target" -max_total_time="$seconds" -timeout=10 \
-          -rss_limit_mb=2048 -max_len=65536 -dict="../tests/fuzz/$target.dict" -jobs="$jobs" -workers="$jobs" \
-          -print_final_stats=1 "corpus-$target" > "fuzz_$target.log" 2>&1); then
+  if ! (cd "$out/run-$target" && ASAN_OPTIONS=detect_leaks=1 "../fuzz_$target" -max_total_time="$seconds" -timeout=10 \
+          -rss_limit_mb=2048 -max_len=65536 -dict="../../tests/fuzz/$target.dict" -jobs="$jobs" -workers="$jobs" \
+          -artifact_prefix=../ -print_final_stats=1 "../corpus-$target" > "../fuzz_$target.log" 2>&1); then
+    echo failed > "$out/fuzz_$target.verdict"
+  else
+    echo clean > "$out/fuzz_$target.verdict"
+  fi
+}
+cores=$(nproc)
+for target in "${targets[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$cores" ]; do wait -n || true; done
+  fuzz_one "$target" &
+done
+wait
+
+status=0
+for target in "${targets[@]}"; do
+  if [ "$(cat "$out/fuzz_$target.verdict" 2>/dev/null)" != clean ]; then
     echo "exactq fuzz: $target FAILED (build-fuzz/fuzz_$target.log; the input is saved as build-fuzz/crash-*)"
     tail -n 40 "$out/fuzz_$target.log"
     status=1

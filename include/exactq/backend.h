@@ -138,6 +138,16 @@ class Backend {
   // then y = rmsnorm(h) (rmsnorm's bytes). y may not be h or delta.
   virtual void add_rmsnorm(Buffer& h, const Buffer& delta, const Buffer& weight, std::int64_t rows, std::int64_t width,
                            DType t, float eps, bool one_plus_weight, Buffer& y) = 0;
+  // The norm fused into the linear after it, where the backend has a kernel for it: x = h + delta
+  // (add's bytes; x = h where delta is null), written to h_out where given (not h or delta), and
+  // y = W rmsnorm(x): the bytes of add_rmsnorm (or rmsnorm) and qmv run one after the other.
+  // Returns false having done nothing where it has none for this kernel, matrix or width (the
+  // caller then runs the two ops); the default has none.
+  virtual bool norm_qmv(Kernel kernel, const Matrix& w, const Buffer& h, const Buffer* delta, const Buffer& weight,
+                        std::int64_t m, float eps, bool one_plus_weight, Buffer* h_out, Buffer& y) {
+    (void)kernel, (void)w, (void)h, (void)delta, (void)weight, (void)m, (void)eps, (void)one_plus_weight, (void)h_out, (void)y;
+    return false;
+  }
   // RoPE in place on x [m, heads, head_dim]: row i is at position positions[i]; `steps` holds
   // head_dim/2 phase steps (std::uint64_t, order/rope.h); `interleaved` pairs (2i, 2i+1).
   virtual void rope(Buffer& x, std::int64_t m, std::int64_t heads, std::int64_t head_dim, DType t,

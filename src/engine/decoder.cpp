@@ -63,6 +63,12 @@ struct Decoder::State {
   // Activations for up to `capacity` rows.
   std::int64_t capacity = 0;
   std::unique_ptr<Buffer> h, xn, q, k, v, attn, o, gate, up, down, logits, indices;
+  // The residual's second buffer: a norm fused into the linear after it (norm_linears) writes
+  // h + delta there, and the two are swapped. Every forward starts from the same one.
+  std::unique_ptr<Buffer> h_other;
+  bool h_swapped = false;
+  // The MLP's output not yet added into h: with fused norms, the next layer's first op adds it.
+  const Buffer* pending = nullptr;
   // The stacked projections' outputs, and at M = 1 the parts as views of them (no copy).
   std::unique_ptr<Buffer> qkv, gate_up, q1, k1, v1, gate1, up1;
   std::int64_t logits_rows = 0;
@@ -108,6 +114,8 @@ struct Decoder::State {
     const std::int64_t vocab = w.head().n;
     indices = alloc(m, sizeof(std::int32_t));
     h = alloc(m * c.hidden_size, e);
+    h_other = alloc(m * c.hidden_size, e);
+    h_swapped = false;
     xn = alloc(m * c.hidden_size, e);
     q = alloc(m * c.q_dim(), e);
     k = alloc(m * c.kv_dim(), e);
@@ -162,6 +170,36 @@ struct Decoder::State {
     backend.add_rmsnorm(*h, delta, weight, m, config.hidden_size, t, eps, config.norm_offset != 0.0, *xn);
   }
 
+  // The norm of h + delta (of h where delta is null) and the linears that read it, each into its
+  // output. Where the backend fuses the norm into a linear (Backend::norm_qmv), the first fused op
+  // writes h + delta to h_other, which becomes h; the rest run as add_rmsnorm (or rmsnorm) into xn
+  // and the linears. Either way the bytes are those of the two ops. The probe's trace reads xn:
+  // with a tracer nothing is fused.
+  void norm_linears(const Buffer* delta, const Buffer& weight, std::int64_t m,
+                    std::initializer_list<std::pair<const engine::Linear*, Buffer*>> linears) {
+    const bool one_plus = config.norm_offset != 0.0;
+    std::size_t fused = 0;
+    for (const auto& [l, y] : linears) {
+      if (tracer || !l->q) break;
+      Buffer* out = fused == 0 && delta ? h_other.get() : nullptr;
+      const Buffer& from = fused > 0 && delta ? *h_other : *h;  // the first fused op's h_out holds h + delta
+      if (!backend.norm_qmv(kernel_for(options.family, l->q->view(), m), *l->q, from, fused > 0 ? nullptr : delta,
+                            weight, m, eps, one_plus, out, *y))
+        break;
+      if (l->bias) backend.add_bias(*y, *l->bias, m, l->n, t);
+      ++fused;
+    }
+    if (fused > 0 && delta) std::swap(h, h_other), h_swapped = !h_swapped;
+    if (fused == linears.size()) return;
+    if (delta && fused == 0)
+      add_norm(*delta, weight, m);
+    else
+      norm(*h, weight, m, config.hidden_size, *xn);
+    std::size_t i = 0;
+    for (const auto& [l, y] : linears)
+      if (i++ >= fused) linear(*l, *xn, m, *y);
+  }
+
   // One width's inputs (the tokens, then their positions, std::int32_t, uploaded together before
   // each forward) and its captured steps, per (rows, attention bound): how often each was seen,
   // and its graph once captured.
@@ -203,20 +241,29 @@ struct Decoder::State {
     const std::int64_t hidden = m * c.hidden_size, at = std::int64_t(index);
     const std::int64_t H = c.hidden_size, I = c.intermediate_size, Q = c.q_dim(), KV = c.kv_dim();
 
-    if (index == 0) norm(*h, *L.input_norm, m, H, *xn);  // later layers': the previous layer's last op
-    trace(at, "input_norm", *xn, m, H);
+    // The input norm: of h at layer 0, of h + the MLP's output (pending) where the previous
+    // layer left it to this one; else the previous layer's last op made it (in xn).
+    const Buffer* delta = pending;
+    pending = nullptr;
+    const bool normed = index > 0 && !delta;
     Buffer *qb = q.get(), *kb = k.get(), *vb = v.get();
     if (L.qkv.q) {
-      linear(L.qkv, *xn, m, *qkv);
+      if (normed)
+        linear(L.qkv, *xn, m, *qkv);
+      else
+        norm_linears(delta, *L.input_norm, m, {{&L.qkv, qkv.get()}});
       if (m == 1)
         qb = q1.get(), kb = k1.get(), vb = v1.get();
       else
         split(*qkv, m, {{qb, Q}, {kb, KV}, {vb, KV}});
-    } else {
+    } else if (normed) {
       linear(L.q_proj, *xn, m, *qb);
       linear(L.k_proj, *xn, m, *kb);
       linear(L.v_proj, *xn, m, *vb);
+    } else {
+      norm_linears(delta, *L.input_norm, m, {{&L.q_proj, qb}, {&L.k_proj, kb}, {&L.v_proj, vb}});
     }
+    trace(at, "input_norm", *xn, m, H);
     trace(at, "q_proj", *qb, m, Q);
     trace(at, "k_proj", *kb, m, KV);
     trace(at, "v_proj", *vb, m, KV);
@@ -240,24 +287,20 @@ struct Decoder::State {
     if (c.sandwich_norm) {
       norm(*o, *L.post_attention_norm, m, H, *o);
       trace(at, "post_attention_norm", *o, m, H);
-      add_norm(*o, *L.pre_feedforward_norm, m);
-      trace(at, "attention_residual", *h, m, H);
-      trace(at, "pre_feedforward_norm", *xn, m, H);
-    } else {
-      add_norm(*o, *L.post_attention_norm, m);
-      trace(at, "attention_residual", *h, m, H);
-      trace(at, "post_attention_norm", *xn, m, H);
     }
+    const Buffer& mlp_norm = c.sandwich_norm ? *L.pre_feedforward_norm : *L.post_attention_norm;
     Buffer *gb = gate.get(), *ub = up.get();
+    if (L.gate_up.q)
+      norm_linears(o.get(), mlp_norm, m, {{&L.gate_up, gate_up.get()}});
+    else
+      norm_linears(o.get(), mlp_norm, m, {{&L.gate_proj, gb}, {&L.up_proj, ub}});
+    trace(at, "attention_residual", *h, m, H);
+    trace(at, c.sandwich_norm ? "pre_feedforward_norm" : "post_attention_norm", *xn, m, H);
     if (L.gate_up.q) {
-      linear(L.gate_up, *xn, m, *gate_up);
       if (m == 1)
         gb = gate1.get(), ub = up1.get();
       else
         split(*gate_up, m, {{gb, I}, {ub, I}});
-    } else {
-      linear(L.gate_proj, *xn, m, *gb);
-      linear(L.up_proj, *xn, m, *ub);
     }
     trace(at, "gate_proj", *gb, m, I);
     trace(at, "up_proj", *ub, m, I);
@@ -269,16 +312,20 @@ struct Decoder::State {
       norm(*down, *L.post_feedforward_norm, m, H, *down);
       trace(at, "post_feedforward_norm", *down, m, H);
     }
-    if (index + 1 < w.layers.size())
-      add_norm(*down, *w.layers[index + 1].input_norm, m);  // the next layer's input norm
-    else
+    if (index + 1 == w.layers.size())
       backend.add(*h, *down, hidden, t, *h);
+    else if (tracer)
+      add_norm(*down, *w.layers[index + 1].input_norm, m);  // the next layer's input norm, traced here
+    else
+      pending = down.get();  // added by the next layer's input norm
     trace(at, "mlp_residual", *h, m, H);
   }
 
   // The forward's ops from the embedding to the logits: what a captured step holds.
   void issue_forward(std::int64_t m, const Plan& p, std::int64_t bound, Rows rows) {
     const ModelConfig& c = config;
+    if (h_swapped) std::swap(h, h_other), h_swapped = false;  // every forward from the same buffers
+    pending = nullptr;
     if (w.embed.q)
       backend.embed(*w.embed.q, *p.tokens, m, *h);
     else

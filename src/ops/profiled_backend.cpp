@@ -82,6 +82,15 @@ void ProfiledBackend::qmv(Kernel kernel, const Matrix& w, const Buffer& x, std::
   record(std::string(to_string(kernel)), fmt::format("{}x{} {}-bit g{}, m={}", v.n, v.k, v.bits, v.group, m),
          matrix_bytes(v) + values(m * (v.n + v.k), v.dtype), t0);
 }
+bool ProfiledBackend::norm_qmv(Kernel kernel, const Matrix& w, const Buffer& h, const Buffer* delta, const Buffer& weight,
+                               std::int64_t m, float eps, bool one_plus_weight, Buffer* h_out, Buffer& y) {
+  const auto t0 = Clock::now();
+  if (!inner_.norm_qmv(kernel, w, h, delta, weight, m, eps, one_plus_weight, h_out, y)) return false;
+  const QuantizedMatrixView& v = w.view();
+  record(fmt::format("norm+{}", to_string(kernel)), fmt::format("{}x{} {}-bit g{}, m={}", v.n, v.k, v.bits, v.group, m),
+         matrix_bytes(v) + values(m * (v.n + (delta ? 3 : 1) * v.k + (h_out ? v.k : 0)) + v.k, v.dtype), t0);
+  return true;
+}
 void ProfiledBackend::copy(const Buffer& from, std::size_t from_offset, Buffer& to, std::size_t to_offset,
                            std::size_t bytes) {
   const auto t0 = Clock::now();

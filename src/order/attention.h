@@ -27,7 +27,8 @@
 // the score, with 8 independent fma chains fed by one 16-byte load of 8 bf16 dims; a thread per
 // output dim for o_c; chunks may be computed in parallel (split-KV over absolute chunks) and
 // their (m_c, l_c, o_c) folded afterwards in increasing c. ops/cuda/attention.cu does so: a block
-// per (row, kv head, chunk) writes each chunk's statistics, and a block per (row, head) folds them.
+// per (row, kv head, chunk) writes each chunk's statistics, and the last of a row's blocks to
+// finish folds them.
 #pragma once
 
 #include <cmath>

@@ -332,6 +332,31 @@ class CudaBackend final : public Backend {
     cuda::qmv(kernel, v, xs, m, ys, options, stream_);
   }
 
+  bool norm_qmv(Kernel kernel, const Matrix& w, const Buffer& h, const Buffer* delta, const Buffer& weight,
+                std::int64_t m, float eps, bool one_plus_weight, Buffer* h_out, Buffer& y) override {
+    if (kernel != Kernel::qmv) return false;
+    const QuantizedMatrixView& v = own<const CudaMatrix>(w, "matrix").view_for(kernel);
+    // The checks of the ops it stands for: the norm's on h (and add's, with h_out as its output),
+    // qmv's on h's first m rows and y.
+    checks::rmsnorm(buffer(h), buffer(weight), m, v.k, v.dtype, eps, buffer(h));
+    if (h_out) {
+      if (delta)
+        checks::add_rmsnorm(buffer(h), buffer(*delta), buffer(weight), m, v.k, v.dtype, eps, buffer(*h_out));
+      else
+        checks::add_rmsnorm(buffer(h), buffer(h), buffer(weight), m, v.k, v.dtype, eps, buffer(*h_out));
+    } else if (delta) {
+      throw std::invalid_argument("[exactq] norm_qmv: a delta needs an h_out for h + delta");
+    }
+    const std::span<const std::byte> xs = own<const CudaBuffer>(h, "buffer").bytes().first(std::size_t(m * v.k) * dtype_size(v.dtype));
+    std::span<std::byte> ys = own<CudaBuffer>(y, "buffer").bytes();
+    if (ys.size() >= std::size_t(m * v.n) * dtype_size(v.dtype)) ys = ys.first(std::size_t(m * v.n) * dtype_size(v.dtype));
+    validate_qmv_args(kernel, v, xs, m, ys);
+    QmvOptions options = options_;
+    options.overlap_launch = true;  // as qmv: the weights are never written by a kernel
+    return cuda_detail::launch_qmv_norm(v, data(h), delta ? data(*delta) : nullptr, data(weight), eps, one_plus_weight,
+                                        h_out ? data(*h_out) : nullptr, m, data(y), options, stream_);
+  }
+
   std::unique_ptr<DenseMatrix> load_dense(DType t, std::int64_t n, std::int64_t k,
                                           std::span<const std::byte> weight) override {
     checks::load_dense(t, n, k, weight);
@@ -411,8 +436,17 @@ class CudaBackend final : public Backend {
       attention_workspace_ = cuda::DeviceBuffer(std::max(need, doubled));
       ++workspace_generation_;
     }
+    const std::size_t counters = cuda_detail::attention_counter_count(m, shape) * sizeof(unsigned);
+    if (attention_counters_.size() < counters) {
+      synchronize();
+      attention_counters_ = cuda::DeviceBuffer();
+      attention_counters_ = cuda::DeviceBuffer(counters);
+      attention_counters_.fill(0);  // every call leaves them at zero
+      ++workspace_generation_;
+    }
     cuda_detail::launch_attention(data(q), data(keys), data(values), m, int32s(positions), max_position, shape, t, data(out),
-                                  attention_workspace_.bytes().data(), attention_workspace_.size(), stream_);
+                                  attention_workspace_.bytes().data(), attention_workspace_.size(),
+                                  reinterpret_cast<unsigned*>(attention_counters_.bytes().data()), stream_);
   }
   void gated_activation(const Buffer& gate, const Buffer& up, std::int64_t count, Activation act, DType t,
                         Buffer& out) override {
@@ -489,6 +523,8 @@ class CudaBackend final : public Backend {
   // attention's chunk statistics (attention.cu): grown only when a call needs more than it holds,
   // so steady-state decode allocates nothing.
   cuda::DeviceBuffer attention_workspace_;
+  // attention's arrival counters, one per (row, kv head, head group): zero between calls.
+  cuda::DeviceBuffer attention_counters_;
 };
 
 }  // namespace

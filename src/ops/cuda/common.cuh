@@ -149,9 +149,11 @@ void launch_overlapping(void (*kernel)(Params...), dim3 grid, int threads, std::
 // embedding, argmax) are all launched by launch_step and begin with step_prologue(): the next
 // kernel on the stream may be scheduled at once (its blocks take SM slots as this grid frees them,
 // so a launch's latency and a matrix's first loads hide behind the kernel before), and this one
-// waits until the kernel before it has finished and its writes are visible. Nothing before the
-// wait touches memory: every kernel waits, so a kernel's completion implies that of all before
-// it, and no byte can depend on the overlap.
+// waits until the kernel before it has finished and its writes are visible. Before the wait a
+// kernel reads only what no kernel of the step writes: the weights (the norm copies its weight row
+// then) and the rows' positions (rope_write makes its cos and sin), which are in place before the
+// step's first kernel. Every kernel waits, so a kernel's completion implies that of all before it,
+// and no byte can depend on the overlap.
 __device__ __forceinline__ void step_prologue() {
   let_next_grid_start();
   wait_for_previous_grid();

@@ -38,11 +38,14 @@ void launch_rope_write(void* q, void* k, const void* v, std::int64_t m, std::int
 // `workspace`, device memory the caller owns. attention_workspace_bytes is what a call needs for
 // all its rows at once, at most kAttentionWorkspaceCap unless one row alone needs more; with less
 // (but at least one row's share) launch_attention runs the rows in slices, with the same bytes.
+// `counters` holds attention_counter_count(m, shape) zeros, which the call leaves at zero: they
+// elect the block that folds each group's chunks.
 inline constexpr std::size_t kAttentionWorkspaceCap = std::size_t(256) << 20;
 std::size_t attention_workspace_bytes(std::int64_t m, std::int64_t max_position, const AttentionShape& shape);
+std::size_t attention_counter_count(std::int64_t m, const AttentionShape& shape);
 void launch_attention(const void* q, const void* keys, const void* values, std::int64_t m,
                       const std::int32_t* positions, std::int64_t max_position, const AttentionShape& shape, DType t,
-                      void* out, void* workspace, std::size_t workspace_bytes, cudaStream_t stream);
+                      void* out, void* workspace, std::size_t workspace_bytes, unsigned* counters, cudaStream_t stream);
 void launch_gated_activation(const void* gate, const void* up, std::int64_t count, Activation act, DType t, void* out,
                              cudaStream_t stream);
 void launch_add(const void* a, const void* b, std::int64_t count, DType t, void* out, cudaStream_t stream);

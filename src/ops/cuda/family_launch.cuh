@@ -55,20 +55,33 @@ int family_tile(std::int64_t k) {
   return k_tile(k, V, 1.0 / 16, kFamilySharedBudget);  // 4 bytes of X per value at most, + a float2 of facts per 32
 }
 
-template <int BITS, int V, int ROWS, int PARAM>
+template <int BITS, int V, int ROWS, int PARAM, bool NORM = false>
 int family_blocks_per_sm(std::size_t smem) {
-  return resident_blocks<qmv_family_kernel<BITS, V, ROWS, PARAM>>(kWarps * 32, smem, family_max_shared<V>());
+  return resident_blocks<qmv_family_kernel<BITS, V, ROWS, PARAM, NORM>>(kWarps * 32, smem, family_max_shared<V>());
 }
 
-// Launches `tiles` tiles of V vectors starting at vector_offset.
-template <int BITS, int V, int ROWS, int PARAM>
+// The norm's share of a block's shared memory (family_norm.cuh), 0 without it.
+template <int PARAM, bool NORM>
+std::size_t family_norm_bytes(std::int64_t k) {
+  if constexpr (NORM) return norm_shared_bytes<DType(PARAM)>(k);
+  return 0;
+}
+
+// Launches `tiles` tiles of V vectors starting at vector_offset. With NORM, `norm` holds the
+// fused norm's parameters (QmvParams' last five) and x is the residual h.
+template <int BITS, int V, int ROWS, int PARAM, bool NORM = false>
 void launch_family(const QuantizedMatrixView& w, const void* x, std::int64_t vector_offset, std::int64_t tiles,
-                   void* y, const QmvOptions& options, cudaStream_t stream) {
+                   void* y, const QmvOptions& options, cudaStream_t stream, const QmvParams* norm = nullptr) {
   if (w.n * (w.k / w.group) >= (std::int64_t(1) << 31))
     throw std::invalid_argument("[exactq] N * K / group = " + std::to_string(w.n * (w.k / w.group)) +
                                 " group parameters: the CUDA qmv family indexes them with 32 bits (at most 2^31 - 1)");
   QmvParams p{w.packed.data(), w.scales.data(), w.biases.data(), x, y, w.n, w.k, 0, w.group, family_tile<BITS, V, ROWS>(w.k),
               w.dtype, 1, 0};
+  if (norm) {
+    p.norm_weight = norm->norm_weight, p.delta = norm->delta, p.h_out = norm->h_out;
+    p.eps = norm->eps, p.one_plus_weight = norm->one_plus_weight;
+  }
+  const std::size_t norm_bytes = family_norm_bytes<PARAM, NORM>(w.k);
   const std::int64_t tasks = (w.n + ROWS - 1) / ROWS;
   constexpr int warps = kWarps;  // per block
   // qmv with one K tile: the tasks of a partial last trip over the resident warps (with fewer
@@ -79,16 +92,18 @@ void launch_family(const QuantizedMatrixView& w, const void* x, std::int64_t vec
     for (int s = kQmvSplitMax; s >= 2 && p.split == 1; --s) {
       // A split task's parts are consecutive warps of one block.
       if (warps % s != 0 || w.k > p.tile_values || family_rounds(w.k) < s) continue;
-      const std::size_t with_park = family_shared_bytes<BITS>(1, p.tile_values) + split_park_bytes(s, warps, ROWS, w.k);
+      const std::size_t with_park =
+          norm_bytes + family_shared_bytes<BITS>(1, p.tile_values) + split_park_bytes(s, warps, ROWS, w.k);
       if (with_park > std::size_t(family_max_shared<V>())) continue;  // the park does not fit beside x
-      const std::int64_t resident = std::int64_t(family_blocks_per_sm<BITS, V, ROWS, PARAM>(with_park)) * sm_count();
+      const std::int64_t resident = std::int64_t(family_blocks_per_sm<BITS, V, ROWS, PARAM, NORM>(with_park)) * sm_count();
       const std::int64_t slots = (tasks < resident ? tasks : resident) * warps;  // the kernel's grid, as below
       const std::int64_t last_trip = tasks % slots;
       if (tasks * s <= slots || (last_trip > 0 && last_trip * s <= slots)) p.split = s;
     }
   }
-  const std::size_t smem = family_shared_bytes<BITS>(V, p.tile_values) + split_park_bytes(p.split, warps, ROWS, w.k);
-  const std::int64_t resident = std::int64_t(family_blocks_per_sm<BITS, V, ROWS, PARAM>(smem)) * sm_count();
+  const std::size_t smem =
+      norm_bytes + family_shared_bytes<BITS>(V, p.tile_values) + split_park_bytes(p.split, warps, ROWS, w.k);
+  const std::int64_t resident = std::int64_t(family_blocks_per_sm<BITS, V, ROWS, PARAM, NORM>(smem)) * sm_count();
   // As many blocks as fit, each with at least one task: when there are fewer tasks than resident
   // warps, they spread over every SM (some warps of each block only stage) instead of filling
   // whole blocks on a subset of the SMs (qwen.down 26.0 -> 22.9 us).
@@ -100,7 +115,7 @@ void launch_family(const QuantizedMatrixView& w, const void* x, std::int64_t vec
   for (std::int64_t t0 = 0; t0 < tiles; t0 += kMaxGridY) {
     const std::int64_t count = tiles - t0 < kMaxGridY ? tiles - t0 : kMaxGridY;
     p.vector_offset = vector_offset + t0 * V;
-    launch_overlapping(qmv_family_kernel<BITS, V, ROWS, PARAM>, dim3(grid_x, unsigned(count)), warps * 32, smem,
+    launch_overlapping(qmv_family_kernel<BITS, V, ROWS, PARAM, NORM>, dim3(grid_x, unsigned(count)), warps * 32, smem,
                        options.overlap_launch, stream, p);
   }
 }

@@ -46,7 +46,7 @@ std::size_t family_shared_bytes(int vectors, int tile_values) {
 // digits packed four to a word by byte permutes (7 per slot) and stored as 16-byte pieces.
 template <int BITS, int V>
 __device__ __forceinline__ void stage_integers(uint4* pieces, float2* facts, int tile_values, const QmvParams& p,
-                                               std::int64_t v0, std::int64_t first, int count) {
+                                               const void* x_rows, std::int64_t v0, std::int64_t first, int count) {
   const int chunks = count / kChunkValues;
   const int tile_chunks = tile_values / kChunkValues;
   for (int t = threadIdx.x; t < V * chunks; t += blockDim.x) {
@@ -54,14 +54,14 @@ __device__ __forceinline__ void stage_integers(uint4* pieces, float2* facts, int
     const std::size_t at = std::size_t((v0 + v) * p.k + first) + std::size_t(c) * kChunkValues;
     float x[kChunkValues];
     if (p.dtype == DType::f32) {
-      const float4* src = reinterpret_cast<const float4*>(static_cast<const float*>(p.x) + at);
+      const float4* src = reinterpret_cast<const float4*>(static_cast<const float*>(x_rows) + at);
 #pragma unroll
       for (int j = 0; j < kChunkValues / 4; ++j) {
         const float4 f = src[j];
         x[4 * j] = f.x, x[4 * j + 1] = f.y, x[4 * j + 2] = f.z, x[4 * j + 3] = f.w;
       }
     } else {
-      const uint4* src = reinterpret_cast<const uint4*>(static_cast<const std::uint16_t*>(p.x) + at);
+      const uint4* src = reinterpret_cast<const uint4*>(static_cast<const std::uint16_t*>(x_rows) + at);
 #pragma unroll
       for (int j = 0; j < kChunkValues / 8; ++j) {
         const uint4 h = src[j];
@@ -159,7 +159,7 @@ __device__ __forceinline__ std::uint32_t stage_chunk_fast(order::StagingScale s,
 // non-finite) a branch per chunk.
 template <int BITS, int V, int PARAM>
 __device__ __forceinline__ void stage_integers_fast(uint4* pieces, float2* facts, int tile_values, const QmvParams& p,
-                                                    std::int64_t v0, std::int64_t first, int count) {
+                                                    const void* x_rows, std::int64_t v0, std::int64_t first, int count) {
   const DType dtype = PARAM == kRuntimeDtype ? p.dtype : DType(PARAM);
   const int chunks = count / kChunkValues;
   const int tile_chunks = tile_values / kChunkValues;
@@ -170,7 +170,7 @@ __device__ __forceinline__ void stage_integers_fast(uint4* pieces, float2* facts
     int e;
     std::uint32_t bits_sum;
     if (dtype == DType::f32) {
-      const float4* src = reinterpret_cast<const float4*>(static_cast<const float*>(p.x) + at);
+      const float4* src = reinterpret_cast<const float4*>(static_cast<const float*>(x_rows) + at);
       float x[kChunkValues];
 #pragma unroll
       for (int j = 0; j < kChunkValues / 4; ++j) {
@@ -182,7 +182,7 @@ __device__ __forceinline__ void stage_integers_fast(uint4* pieces, float2* facts
       auto value = [&](int i) { return x[i]; };
       bits_sum = s.rare ? stage_chunk_fast<BITS, true>(s, value, out, c) : stage_chunk_fast<BITS, false>(s, value, out, c);
     } else {
-      const uint4* src = reinterpret_cast<const uint4*>(static_cast<const std::uint16_t*>(p.x) + at);
+      const uint4* src = reinterpret_cast<const uint4*>(static_cast<const std::uint16_t*>(x_rows) + at);
       std::uint32_t raw[kChunkValues / 2];
       std::uint32_t halves_max = 0;
 #pragma unroll
@@ -208,16 +208,17 @@ __device__ __forceinline__ void stage_integers_fast(uint4* pieces, float2* facts
   }
 }
 
-// Stages values [first, first + count) of the block's V vectors (from v0) once every warp is done
-// with the previous tile; returns with the tile staged for every warp.
+// Stages values [first, first + count) of the block's V vectors (rows v0, v0 + 1, ... of x_rows,
+// K values each) once every warp is done with the previous tile; returns with the tile staged for
+// every warp.
 template <int BITS, int V, int PARAM>
-__device__ __forceinline__ void stage_tile(uint4* pieces, float2* facts, const QmvParams& p, std::int64_t v0,
-                                           std::int64_t first, int count) {
+__device__ __forceinline__ void stage_tile(uint4* pieces, float2* facts, const QmvParams& p, const void* x_rows,
+                                           std::int64_t v0, std::int64_t first, int count) {
   __syncthreads();  // everyone is done with the previous tile
   if constexpr (kFastStaging<V>)
-    stage_integers_fast<BITS, V, PARAM>(pieces, facts, p.tile_values, p, v0, first, count);
+    stage_integers_fast<BITS, V, PARAM>(pieces, facts, p.tile_values, p, x_rows, v0, first, count);
   else
-    stage_integers<BITS, V>(pieces, facts, p.tile_values, p, v0, first, count);
+    stage_integers<BITS, V>(pieces, facts, p.tile_values, p, x_rows, v0, first, count);
   __syncthreads();
 }
 

@@ -27,6 +27,12 @@ struct KernelResources {
 // qmv: one grid row per vector, V = 1 (qmv.cu). vector_offset/m select the vectors launched.
 void launch_qmv(const QuantizedMatrixView& w, const void* x, std::int64_t vector_offset, std::int64_t m, void* y,
                 const QmvOptions& options, cudaStream_t stream);
+// qmv with the norm before it in its staging (Backend::norm_qmv): x = h (+ delta), written to
+// h_out where given, then normalized with `weight`. False, having launched nothing, where no
+// kernel is instantiated for the matrix (bits, dtype), K or the buffers' alignment.
+bool launch_qmv_norm(const QuantizedMatrixView& w, const void* h, const void* delta, const void* weight, float eps,
+                     bool one_plus_weight, void* h_out, std::int64_t m, void* y, const QmvOptions& options,
+                     cudaStream_t stream);
 // qmv_streamed: tiles of up to max_vectors vectors, each tile one pass over the weights (qmv_streamed.cu).
 void launch_qmv_streamed(const QuantizedMatrixView& w, const void* x, std::int64_t m, void* y,
                          const QmvOptions& options, cudaStream_t stream);

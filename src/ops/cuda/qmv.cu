@@ -11,6 +11,9 @@ namespace {
 // 16.8 vs 17.8 us) and slower on the large ones (28672x8192 45.5 vs 43.4 us).
 template <int BITS>
 inline constexpr int kQmvRows = BITS <= 4 ? 4 : 2;
+// The widest row qmv_norm makes in shared memory: with its weight row 32 KB at 16 bits, beside a
+// tile of x of 8192 values.
+inline constexpr std::int64_t kQmvNormMaxK = 8192;
 }  // namespace
 
 void launch_qmv(const QuantizedMatrixView& w, const void* x, std::int64_t vector_offset, std::int64_t m, void* y,
@@ -18,6 +21,29 @@ void launch_qmv(const QuantizedMatrixView& w, const void* x, std::int64_t vector
   dispatch_bits(w.bits, [&]<int BITS>() {
     dispatch_dtype(w.dtype, [&]<int PARAM>() { launch_family<BITS, 1, kQmvRows<BITS>, PARAM>(w, x, vector_offset, m, y, options, stream); });
   });
+}
+
+bool launch_qmv_norm(const QuantizedMatrixView& w, const void* h, const void* delta, const void* weight, float eps,
+                     bool one_plus_weight, void* h_out, std::int64_t m, void* y, const QmvOptions& options,
+                     cudaStream_t stream) {
+  // Instantiated where checkpoints are: 4 and 8 bits, bf16 and f16 (others run the two ops).
+  const bool aligned = [&] {
+    for (const void* b : {h, delta, weight, static_cast<const void*>(h_out)})
+      if (reinterpret_cast<std::uintptr_t>(b) % 16 != 0) return false;
+    return true;
+  }();
+  if ((w.bits != 4 && w.bits != 8) || (w.dtype != DType::bf16 && w.dtype != DType::f16) || !aligned ||
+      w.k > kQmvNormMaxK)
+    return false;
+  QmvParams norm{};
+  norm.norm_weight = weight, norm.delta = delta, norm.h_out = h_out, norm.eps = eps, norm.one_plus_weight = one_plus_weight;
+  dispatch_value<4, 8>(w.bits, "bits", [&]<int BITS>() {
+    if (w.dtype == DType::bf16)
+      launch_family<BITS, 1, kQmvRows<BITS>, int(DType::bf16), true>(w, h, 0, m, y, options, stream, &norm);
+    else
+      launch_family<BITS, 1, kQmvRows<BITS>, int(DType::f16), true>(w, h, 0, m, y, options, stream, &norm);
+  });
+  return true;
 }
 
 KernelResources qmv_resources(int bits) {

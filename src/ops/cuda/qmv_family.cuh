@@ -25,6 +25,7 @@
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/family_butterfly.cuh"
 #include "ops/cuda/family_dot.cuh"
+#include "ops/cuda/family_norm.cuh"
 #include "ops/cuda/family_staging.cuh"
 #include "ops/cuda/qmv_params.cuh"
 
@@ -147,11 +148,17 @@ __device__ __forceinline__ void add_parked_rounds(float (&total)[ROWS][V], const
 }
 
 // ---- the kernel -------------------------------------------------------------------------------------
-template <int BITS, int V, int ROWS, int PARAM>
+// NORM (V = 1): x is made from the residual by family_norm.cuh's norm_row, in shared memory ahead
+// of the tile.
+template <int BITS, int V, int ROWS, int PARAM, bool NORM = false>
 __global__ void __launch_bounds__(kWarps * 32, kFamilyBlocksPerSm<V>) qmv_family_kernel(const QmvParams p) {
+  static_assert(!NORM || (V == 1 && PARAM != kRuntimeDtype), "the norm is fused into qmv (V = 1) alone");
   extern __shared__ uint4 shared_raw[];
   const int tile_chunks = p.tile_values / kChunkValues, vector_stride = tile_chunks * kPieces<BITS>;
-  uint4* pieces = shared_raw;                                                   // [V][vector_stride], interleaved
+  std::byte* norm_rows = reinterpret_cast<std::byte*>(shared_raw);  // NORM: the row, then the weight row
+  std::size_t norm_bytes = 0;
+  if constexpr (NORM) norm_bytes = norm_shared_bytes<DType(PARAM)>(p.k);
+  uint4* pieces = shared_raw + norm_bytes / 16;                                 // [V][vector_stride], interleaved
   float2* facts = reinterpret_cast<float2*>(pieces + V * vector_stride);       // [V][tile_chunks]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const std::int64_t row_bytes = p.k * BITS / 8;
@@ -186,6 +193,7 @@ __global__ void __launch_bounds__(kWarps * 32, kFamilyBlocksPerSm<V>) qmv_family
   // The next launch on the stream may take the SM slots this grid frees; it waits for this grid
   // to finish before it touches x or y (wait_for_previous_grid below).
   let_next_grid_start();
+  if constexpr (NORM) norm_prefetch_weight<DType(PARAM)>(p, norm_rows + norm_bytes / 2);
   const std::uint8_t* wrow[ROWS];  // the task's rows (point_rows)
   int prow[ROWS];
   // The software pipeline's two register buffers, used alternately: the next round's loads are
@@ -227,8 +235,14 @@ __global__ void __launch_bounds__(kWarps * 32, kFamilyBlocksPerSm<V>) qmv_family
         load_round<BITS, V, ROWS, PARAM>(p, wrow, prow, group_shift, chunk0, c, wa, sa, ba);
       // 2. The activations.
       if (tiles > 1 || trip == 0) {
-        if (trip == 0 && tile == 0) wait_for_previous_grid();  // x may be the previous kernel's output
-        stage_tile<BITS, V, PARAM>(pieces, facts, p, v0, first, count);
+        if (trip == 0 && tile == 0) {
+          wait_for_previous_grid();  // x may be the previous kernel's output
+          if constexpr (NORM) norm_row<DType(PARAM)>(p, v0, norm_rows, norm_rows + norm_bytes / 2);
+        }
+        if constexpr (NORM)
+          stage_tile<BITS, V, PARAM>(pieces, facts, p, norm_rows, 0, first, count);
+        else
+          stage_tile<BITS, V, PARAM>(pieces, facts, p, p.x, v0, first, count);
       }
       // 3. The rounds. compute_round: the chunk dot of round c for every row, added into the
       // lanes' chains, or parked for part 0 by the later parts of a split task.

@@ -22,6 +22,12 @@ struct QmvParams {
   // cut into that many runs of rounds.
   int split;
   int l2_prefetch_rounds;  // qmv: rows' bytes this many rounds beyond the register prefetch go to L2 (0: none)
+  // qmv with the norm in its staging (family_norm.cuh): x is the residual h, these the rest.
+  const void* norm_weight = nullptr;
+  const void* delta = nullptr;  // null: x = h
+  void* h_out = nullptr;        // where h + delta goes (null: nowhere)
+  float eps = 0.0f;
+  bool one_plus_weight = false;
 };
 
 }  // namespace exactq::cuda_detail

@@ -2,7 +2,8 @@
 // as f32 (16-byte loads where the row allows), then warp 0 runs the order as written: lane l's fma
 // chain over x_l, x_{l+32}, ... from shared memory, the xor butterfly, r = rsqrt(S/H + eps). Every
 // thread then writes y_i = (x_i r) w'_i for its own elements. y may be x: every element of x is in
-// shared memory before the first write.
+// shared memory before the first write. The weight row (where rows move in 16-byte vectors) is
+// copied into shared memory before the kernel waits for the one before it.
 //
 // add_rmsnorm stages x_i = add(h_i, delta_i) rounded to the stored type (the residual add's bytes,
 // order/elementwise.h), writes them back to h, and normalizes them: the two ops' bytes, one pass.
@@ -34,18 +35,31 @@ __device__ __forceinline__ void stage_sum(void* h_row, const void* delta_row, st
   });
 }
 
+// The weight row into shared memory by 16-byte cp.async, issued before the wait: the weights are
+// immutable while the step runs, so they travel while the kernel before finishes.
+__device__ __forceinline__ void prefetch_weights(const void* weight, std::int64_t bytes, std::byte* out) {
+  for (std::int64_t j = threadIdx.x; j < bytes / 16; j += blockDim.x)
+    copy_async_if<16>(true, out + 16 * j, static_cast<const std::byte*>(weight) + 16 * j);
+  commit_async_copies();
+}
+
 template <DType T, bool ADD>
 __global__ void __launch_bounds__(kMaxThreads) rmsnorm_kernel(void* x, const void* delta, const void* weight,
                                                               std::int64_t h, float eps, bool one_plus_weight,
                                                               bool vectors, void* y) {
-  extern __shared__ float row[];  // h values
+  extern __shared__ __align__(16) float row[];  // h values, then (with vectors) the weight row as stored
   __shared__ float inverse_rms;
-  step_prologue();
+  auto* stored_weight = reinterpret_cast<std::byte*>(row + h);
+  let_next_grid_start();
+  if (vectors) prefetch_weights(weight, h * std::int64_t(dtype_size(T)), stored_weight);
+  wait_for_previous_grid();
+  if (vectors) weight = stored_weight;
   const std::size_t base = std::size_t(blockIdx.x) * std::size_t(h) * dtype_size(T);
   if constexpr (ADD)
     stage_sum<T>(static_cast<std::byte*>(x) + base, static_cast<const std::byte*>(delta) + base, h, vectors, row);
   else
     stage_row<T>(static_cast<const std::byte*>(x) + base, h, vectors, row);
+  wait_async_copies<0>();
   __syncthreads();
   if (threadIdx.x < 32) {
     const int lane = int(threadIdx.x);
@@ -74,18 +88,18 @@ template <bool ADD>
 void launch_norm(void* x, const void* delta, const void* weight, std::int64_t rows, std::int64_t h, DType t, float eps,
                  bool one_plus_weight, void* y, cudaStream_t stream) {
   if (rows < 1) return;
-  const std::size_t shared = std::size_t(h) * sizeof(float);
   dispatch_value<int(DType::f32), int(DType::f16), int(DType::bf16)>(int(t), "dtype", [&]<int D>() {
     constexpr DType T = DType(D);
     const auto kernel = rmsnorm_kernel<T, ADD>;
+    const bool vectors = rows_vectorizable<T>(x, h) && rows_vectorizable<T>(y, h) && rows_vectorizable<T>(weight, h) &&
+                         (!ADD || rows_vectorizable<T>(delta, h));
+    const std::size_t shared = std::size_t(h) * (sizeof(float) + (vectors ? dtype_size(T) : 0));
     if (shared > 48 * 1024) {
       if (shared > std::size_t(shared_memory_limits().per_block))
         throw std::invalid_argument("[exactq] rmsnorm: a row of " + std::to_string(h) +
                                     " values does not fit in one block's shared memory");
       EXACTQ_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
     }
-    const bool vectors = rows_vectorizable<T>(x, h) && rows_vectorizable<T>(y, h) && rows_vectorizable<T>(weight, h) &&
-                         (!ADD || rows_vectorizable<T>(delta, h));
     const std::int64_t per_thread = vectors ? kPerVector<T> : 1, items = (h + per_thread - 1) / per_thread;
     const int threads = int(items >= kMaxThreads ? kMaxThreads : (items + 31) / 32 * 32);
     launch_step(kernel, dim3(unsigned(rows)), threads, shared, stream, x, delta, weight, h, eps, one_plus_weight, vectors, y);

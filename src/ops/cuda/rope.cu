@@ -5,7 +5,12 @@
 // rope_write, an attention layer's RoPE and cache write in one kernel: a thread per pair of q,
 // then of k, then of v. A k thread stores its rotated pair into k and into the key cache (the same
 // stored bytes write_rows would copy); a v thread copies its two values' bytes into the value
-// cache. A position outside the cache writes no cache row, as write_rows.
+// cache. A position outside the cache writes no cache row, as write_rows. The rotation's cos and
+// sin are made before the kernel waits for the one before it.
+#include <limits>
+#include <stdexcept>
+#include <string>
+
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/decoder_ops.h"
 #include "order/rope.h"
@@ -41,21 +46,26 @@ __device__ __forceinline__ void copy_pair(const void* x, std::size_t a, std::siz
   for (std::size_t u = 0; u < e; ++u) into[at * e + u] = from[a * e + u], into[bt * e + u] = from[b * e + u];
 }
 
-__global__ void rope_write_kernel(void* q, void* k, const void* v, std::int64_t m, std::int64_t heads,
-                                  std::int64_t kv_heads, std::int64_t head_dim, DType t, const std::int32_t* positions,
-                                  const std::uint64_t* steps, bool interleaved, void* keys, void* values,
-                                  std::int64_t cache_rows) {
-  step_prologue();
-  const std::int64_t half = head_dim / 2, q_pairs = m * heads * half, kv_pairs = m * kv_heads * half;
-  std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= q_pairs + 2 * kv_pairs) return;
+__global__ void rope_write_kernel(void* q, void* k, const void* v, int m, int heads, int kv_heads, int head_dim,
+                                  DType t, const std::int32_t* positions, const std::uint64_t* steps,
+                                  bool interleaved, void* keys, void* values, std::int64_t cache_rows) {
+  // Before the wait: the indices, and the rotation's cos and sin, which depend on the positions
+  // (the step's inputs, in place before its first kernel) and the immutable phase steps alone.
+  let_next_grid_start();
+  const int half = head_dim / 2, q_pairs = m * heads * half, kv_pairs = m * kv_heads * half;
+  int i = int(blockIdx.x * blockDim.x + threadIdx.x);
+  const bool live = i < q_pairs + 2 * kv_pairs;
   const int part = i < q_pairs ? 0 : i < q_pairs + kv_pairs ? 1 : 2;  // q, k or v
   if (part > 0) i -= q_pairs + (part - 1) * kv_pairs;
-  const std::int64_t vector = i / half, pair = i % half, row = vector / (part == 0 ? heads : kv_heads);
-  const std::size_t base = std::size_t(vector * head_dim);
+  const int vector = i / half, pair = i % half, row = vector / (part == 0 ? heads : kv_heads);
+  const std::int64_t position = live ? positions[row] : 0;
+  order::CosSin cs{};
+  if (live && part < 2) cs = order::cos_sin_of_phase(order::rope_phase(std::uint64_t(position < 0 ? 0 : position), steps[pair]));
+  wait_for_previous_grid();
+  if (!live) return;
+  const std::size_t base = std::size_t(vector) * std::size_t(head_dim);
   const std::size_t a = base + std::size_t(interleaved ? 2 * pair : pair);
   const std::size_t b = interleaved ? a + 1 : a + std::size_t(half);
-  const std::int64_t position = positions[row];
   // Element a of row `row` sits at (position - row) rows further in the cache.
   const std::int64_t shift = (position - row) * kv_heads * head_dim;
   const bool cached = position >= 0 && position < cache_rows;
@@ -64,7 +74,6 @@ __global__ void rope_write_kernel(void* q, void* k, const void* v, std::int64_t 
     return;
   }
   void* x = part == 0 ? q : k;
-  const order::CosSin cs = order::cos_sin_of_phase(order::rope_phase(std::uint64_t(position < 0 ? 0 : position), steps[pair]));
   float y1, y2;
   order::rope_rotate_pair(load_f32(x, a, t), load_f32(x, b, t), cs, y1, y2);
   store_f32(x, a, t, y1);
@@ -80,8 +89,12 @@ __global__ void rope_write_kernel(void* q, void* k, const void* v, std::int64_t 
 void launch_rope_write(void* q, void* k, const void* v, std::int64_t m, std::int64_t heads, std::int64_t kv_heads,
                        std::int64_t head_dim, DType t, const std::int32_t* positions, const std::uint64_t* steps,
                        bool interleaved, void* keys, void* values, std::int64_t cache_rows, cudaStream_t stream) {
+  if (m * (heads + 2 * kv_heads) * (head_dim / 2) > std::numeric_limits<int>::max())
+    throw std::invalid_argument("[exactq] rope_write: " + std::to_string(m) + " rows of " +
+                                std::to_string(heads + 2 * kv_heads) + " heads are more pairs than one launch indexes");
   launch_step(rope_write_kernel, dim3(blocks_for(m * (heads + 2 * kv_heads) * (head_dim / 2), kThreads)), kThreads, 0,
-              stream, q, k, v, m, heads, kv_heads, head_dim, t, positions, steps, interleaved, keys, values, cache_rows);
+              stream, q, k, v, int(m), int(heads), int(kv_heads), int(head_dim), t, positions, steps, interleaved, keys,
+              values, cache_rows);
   EXACTQ_CUDA_CHECK(cudaGetLastError());
 }
 

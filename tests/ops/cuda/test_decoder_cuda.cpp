@@ -14,6 +14,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <tuple>
 
 #include "engine/decoder_fixture.h"
 #include "exactq/cuda.h"
@@ -190,6 +191,79 @@ TEST(CudaDecoderOps, EveryOpGivesTheCpuBytes) {
 // argmax over vocabularies of many slices, with the largest value tied across slices (the lowest
 // index must win), NaNs, -inf and an all-NaN row (index 0). Controls: a changed input changes the
 // bytes of each.
+// Backend::norm_qmv on CUDA: y and h_out equal the CPU's add_rmsnorm (rmsnorm without a delta)
+// then qmv, for 4 and 8 bits in bf16 and f16, groups 32, 64 and 128, K from 128 to 8192, 1 to 3
+// vectors, with and without the (1 + w) weights; what it has no kernel for (3 bits, f32, another
+// kernel) returns false and writes nothing. Control: a norm weight changed changes y.
+TEST(CudaDecoderOps, NormFusedIntoQmvGivesTheTwoOpsBytes) {
+  REQUIRE_CUDA_BACKEND();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  const auto cpu = make_cpu_backend(), cuda = make_cuda_backend();
+  auto put = [](Backend& b, const Bytes& host) {
+    auto buffer = b.allocate(host.size());
+    b.upload(*buffer, host);
+    return buffer;
+  };
+  auto get = [](Backend& b, const Buffer& buffer) {
+    Bytes host(buffer.bytes().size());
+    b.synchronize();
+    b.download(buffer, host);
+    return host;
+  };
+  std::size_t controls = 0, cases = 0;
+  for (int c = 0; c < 14; ++c) {
+    const int bits = c % 2 ? 8 : 4, group = c % 3 == 0 ? 32 : c % 3 == 1 ? 64 : 128;
+    const DType t = c % 4 == 2 ? DType::f16 : DType::bf16;
+    const std::int64_t k = c == 0 ? 4096 : c == 1 ? 8192 : 128 * (1 + std::int64_t(rng() % 64));
+    const std::int64_t n = 1 + std::int64_t(rng() % 700), m = 1 + std::int64_t(rng() % 3);
+    const bool with_delta = c % 5 != 4, one_plus = c % 3 == 1;
+    const float eps = 1e-5f;
+    SCOPED_TRACE("bits " + std::to_string(bits) + " group " + std::to_string(group) + " dtype " + std::to_string(int(t)) +
+                 " " + std::to_string(n) + "x" + std::to_string(k) + " m " + std::to_string(m));
+    const QuantizedMatrix w = random_matrix(n, k, bits, group, t, rng);
+    const Bytes h = random_values(std::size_t(m * k), t, 2.0f, rng), delta = random_values(std::size_t(m * k), t, 1.0f, rng);
+    const Bytes weight = random_values(std::size_t(k), t, one_plus ? 0.2f : 1.0f, rng);
+    const Bytes y0(std::size_t(m * n) * ref_size(t));
+
+    auto cpu_h = put(*cpu, h), cpu_delta = put(*cpu, delta), cpu_w = put(*cpu, weight), cpu_x = put(*cpu, h), cpu_y = put(*cpu, y0);
+    if (with_delta)
+      cpu->add_rmsnorm(*cpu_h, *cpu_delta, *cpu_w, m, k, t, eps, one_plus, *cpu_x);
+    else
+      cpu->rmsnorm(*cpu_h, *cpu_w, m, k, t, eps, one_plus, *cpu_x);
+    cpu->qmv(Kernel::qmv, *cpu->load(w.view()), *cpu_x, m, *cpu_y);
+    const Bytes want_y = get(*cpu, *cpu_y), want_h = get(*cpu, *cpu_h);
+
+    auto fused = [&](const Bytes& norm_weight) {
+      auto gh = put(*cuda, h), gd = put(*cuda, delta), gw = put(*cuda, norm_weight), out = put(*cuda, Bytes(h.size()));
+      auto gy = put(*cuda, y0);
+      EXPECT_TRUE(cuda->norm_qmv(Kernel::qmv, *cuda->load(w.view()), *gh, with_delta ? gd.get() : nullptr, *gw, m, eps,
+                                 one_plus, out.get(), *gy));
+      return std::pair(get(*cuda, *gy), get(*cuda, *out));
+    };
+    const auto [y, h_out] = fused(weight);
+    EXPECT_TRUE(y == want_y) << "y: " << differing_bytes(want_y, y) << " bytes differ";
+    EXPECT_TRUE(h_out == want_h) << "h_out: " << differing_bytes(want_h, h_out) << " bytes differ";
+    const std::size_t at = std::size_t(rng() % std::uint64_t(k));
+    controls += fused(poked(weight, at, t, 4.0f * ref_load(weight.data(), at, t) + 1.0f)).first != want_y;
+    ++cases;
+  }
+  EXPECT_EQ(controls, cases) << "a changed norm weight must change y";
+
+  // No kernel: 3 bits, f32, qmv_streamed. Nothing is written.
+  for (const auto& [bits, t, kernel] : {std::tuple(3, DType::bf16, Kernel::qmv), std::tuple(4, DType::f32, Kernel::qmv),
+                                        std::tuple(4, DType::bf16, Kernel::qmv_streamed)}) {
+    const std::int64_t n = 64, k = 256, m = 2;
+    const QuantizedMatrix w = random_matrix(n, k, bits, 64, t, rng);
+    const Bytes h = random_values(std::size_t(m * k), t, 1.0f, rng), weight = random_values(std::size_t(k), t, 1.0f, rng);
+    auto gh = put(*cuda, h), gw = put(*cuda, weight), out = put(*cuda, Bytes(h.size())), gy = put(*cuda, Bytes(std::size_t(m * n) * ref_size(t)));
+    EXPECT_FALSE(cuda->norm_qmv(kernel, *cuda->load(w.view()), *gh, nullptr, *gw, m, 1e-5f,
+                                false, out.get(), *gy));
+    EXPECT_EQ(get(*cuda, *gy), Bytes(std::size_t(m * n) * ref_size(t)));
+  }
+}
+
 TEST(CudaDecoderOps, NormAndArgmaxAtModelSizes) {
   REQUIRE_CUDA_BACKEND();
   const std::uint64_t seed = fresh_seed();
@@ -249,12 +323,19 @@ Bytes attention_with_workspace(const Bytes& q, const Bytes& keys, const Bytes& v
   };
   const cuda::DeviceBuffer qd = put(q), kd = put(keys), vd = put(values), at = put(consecutive_positions(start, m));
   cuda::DeviceBuffer out(q.size()), workspace(workspace_bytes);
+  cuda::DeviceBuffer counters(cuda_detail::attention_counter_count(m, shape) * sizeof(unsigned));
   workspace.fill(0xff);
+  counters.fill(0);
   cuda_detail::launch_attention(qd.bytes().data(), kd.bytes().data(), vd.bytes().data(), m,
-                                reinterpret_cast<const std::int32_t*>(at.bytes().data()), bound, shape, t, out.bytes().data(), workspace.bytes().data(), workspace.size(), nullptr);
+                                reinterpret_cast<const std::int32_t*>(at.bytes().data()), bound, shape, t,
+                                out.bytes().data(), workspace.bytes().data(), workspace.size(),
+                                reinterpret_cast<unsigned*>(counters.bytes().data()), nullptr);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   Bytes host(q.size());
   out.download(host);
+  Bytes left(counters.size());
+  counters.download(left);
+  EXPECT_EQ(left, Bytes(left.size())) << "the call must leave its counters at zero";
   return host;
 }
 

@@ -9,7 +9,8 @@
 namespace exactq::bench {
 
 std::string op_class(const std::string& kind) {
-  if (kind.starts_with("qmv") || kind == "dense_mv") return "linears";
+  // A norm fused into a linear (ProfiledBackend's "norm+qmv") counts as the linear it runs in.
+  if (kind.starts_with("qmv") || kind.starts_with("norm+qmv") || kind == "dense_mv") return "linears";
   if (kind == "rmsnorm" || kind == "add_rmsnorm") return "norms";
   if (kind == "attention" || kind == "argmax") return kind;
   return "other";

@@ -93,5 +93,18 @@ TEST(ProfiledBackend, ChangesNoByteAndRecordsEveryOpOfAStep) {
   }
 }
 
+// The classes of bench-decode's split: a norm fused into a linear is the linear's time.
+TEST(StepProfile, OpClassCountsANormFusedIntoALinearAsTheLinear) {
+  EXPECT_EQ(bench::op_class("norm+qmv"), "linears");
+  EXPECT_EQ(bench::op_class("qmv"), "linears");
+  EXPECT_EQ(bench::op_class("qmv_streamed"), "linears");
+  EXPECT_EQ(bench::op_class("dense_mv"), "linears");
+  EXPECT_EQ(bench::op_class("add_rmsnorm"), "norms");
+  EXPECT_EQ(bench::op_class("rmsnorm"), "norms");
+  EXPECT_EQ(bench::op_class("attention"), "attention");
+  EXPECT_EQ(bench::op_class("rope_write"), "other");
+  EXPECT_EQ(bench::op_class("norm"), "other") << "a prefix alone is not a fused linear";
+}
+
 }  // namespace
 }  // namespace exactq::test

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "exactq/backend.h"
@@ -95,6 +96,57 @@ TEST(DecoderOps, RmsNormRowsAreWidthInvariant) {
         });
     }
   EXPECT_GT(control, 0u) << "the negative control (a width-dependent sum) must be caught";
+}
+
+// The CPU backend's rmsnorm and add_rmsnorm give order/norm.h's bytes: each row against
+// order::rmsnorm_row_stored (after order::residual rounded to T, for add_rmsnorm, whose h must hold
+// the sums), every dtype, rows of 1 to 3000 values (multiples of the 32 lanes and not), (1 + w)
+// weights, in place. Control: one changed weight changes y.
+TEST(DecoderOps, NormRowsEqualTheOrder) {
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  Ops o;
+  std::size_t controls = 0, cases = 0;
+  for (DType t : kTypes)
+    for (int c = 0; c < 12; ++c) {
+      const std::int64_t h = c % 3 == 0 ? 32 * (1 + std::int64_t(rng() % 94)) : 1 + std::int64_t(rng() % 3000);
+      const std::size_t m = 1 + rng() % 4, row = std::size_t(h) * ref_size(t);
+      const bool gemma = rng() % 2;
+      const float eps = c % 2 ? 1e-6f : 1e-5f;
+      SCOPED_TRACE("dtype " + std::to_string(int(t)) + " h " + std::to_string(h) + " m " + std::to_string(m));
+      const Bytes x = random_values(m * std::size_t(h), t, 3.0f, rng), d = random_values(x.size() / ref_size(t), t, 1.0f, rng);
+      const Bytes w = random_values(std::size_t(h), t, gemma ? 0.2f : 1.0f, rng);
+      // The order's bytes, row by row.
+      Bytes want_norm(x.size()), want_sum(x.size()), want_add(x.size());
+      std::vector<float> scratch(static_cast<std::size_t>(h));
+      for (std::size_t i = 0; i < m * std::size_t(h); ++i)
+        ref_store(want_sum.data(), i, t, order::residual(ref_load(x.data(), i, t), ref_load(d.data(), i, t)));
+      for (std::size_t r = 0; r < m; ++r) {
+        order::rmsnorm_row_stored(x.data() + r * row, t, w.data(), t, int(h), eps, gemma, want_norm.data() + r * row, t,
+                                  scratch.data());
+        order::rmsnorm_row_stored(want_sum.data() + r * row, t, w.data(), t, int(h), eps, gemma,
+                                  want_add.data() + r * row, t, scratch.data());
+      }
+      auto xb = o.put(x), wb = o.put(w), yb = o.put(Bytes(x.size()));
+      o.backend->rmsnorm(*xb, *wb, std::int64_t(m), h, t, eps, gemma, *yb);
+      EXPECT_TRUE(o.get(*yb) == want_norm) << "rmsnorm, seed case " << c;
+      o.backend->rmsnorm(*xb, *wb, std::int64_t(m), h, t, eps, gemma, *xb);
+      EXPECT_TRUE(o.get(*xb) == want_norm) << "rmsnorm in place";
+      auto hb = o.put(x), db = o.put(d), ab = o.put(Bytes(x.size()));
+      o.backend->add_rmsnorm(*hb, *db, *wb, std::int64_t(m), h, t, eps, gemma, *ab);
+      EXPECT_TRUE(o.get(*ab) == want_add) << "add_rmsnorm";
+      EXPECT_TRUE(o.get(*hb) == want_sum) << "add_rmsnorm's h";
+      const std::size_t at = rng() % std::size_t(h);
+      Bytes w2 = w;
+      const float w_at = ref_load(w.data(), at, t);
+      ref_store(w2.data(), at, t, std::fabs(w_at) < 1.0f ? w_at + 1.0f : 3.0f * w_at);
+      auto w2b = o.put(w2), y2b = o.put(Bytes(x.size())), h2b = o.put(x);
+      o.backend->add_rmsnorm(*h2b, *db, *w2b, std::int64_t(m), h, t, eps, gemma, *y2b);
+      controls += o.get(*y2b) != want_add;
+      ++cases;
+    }
+  EXPECT_EQ(controls, cases) << "a changed weight must change y";
 }
 
 TEST(DecoderOps, DenseMatVecRowsAreWidthInvariant) {

@@ -221,7 +221,8 @@ class CpuBackend final : public Backend {
   void add_rmsnorm(Buffer& h, const Buffer& delta, const Buffer& weight, std::int64_t rows, std::int64_t width, DType t,
                    float eps, bool one_plus_weight, Buffer& y) override {
     checks::add_rmsnorm(own(h), own(delta), own(weight), rows, width, t, eps, own(y));
-    cpu::add_rmsnorm(data(h), data(delta), data(weight), rows, width, t, eps, one_plus_weight, data(y), options_.threads);
+    cpu::add(data(h), data(delta), rows * width, t, data(h));
+    cpu::rmsnorm(data(h), data(weight), rows, width, t, eps, one_plus_weight, data(y), options_.threads);
   }
   void rope(Buffer& x, std::int64_t m, std::int64_t heads, std::int64_t head_dim, DType t, const Buffer& positions,
             const Buffer& steps, bool interleaved) override {

@@ -24,9 +24,6 @@ void embed_quantized(const QuantizedMatrixView& table, const std::int32_t* token
 void embed_dense(const DenseWeights& table, const std::int32_t* tokens, std::int64_t m, std::byte* out);
 void rmsnorm(const std::byte* x, const std::byte* weight, std::int64_t rows, std::int64_t h, DType t, float eps,
              bool one_plus_weight, std::byte* y, int threads);
-// h = h + delta (add's bytes, in h), then y = rmsnorm(h), in one pass over each row.
-void add_rmsnorm(std::byte* h, const std::byte* delta, const std::byte* weight, std::int64_t rows, std::int64_t width,
-                 DType t, float eps, bool one_plus_weight, std::byte* y, int threads);
 // The cache write: row i of `rows` to row positions[i] of `cache` (positions checked by the backend).
 void write_rows(const std::byte* rows, const std::int32_t* positions, std::int64_t m, std::size_t row_bytes,
                 std::byte* cache);

@@ -182,6 +182,13 @@ __device__ __forceinline__ void copy_async_if(bool pred, void* shared, const voi
                  "l"(global), "r"(int(pred)), "n"(BYTES));
 }
 __device__ __forceinline__ void commit_async_copies() { asm volatile("cp.async.commit_group;\n" ::); }
+// `bytes` (a multiple of 16) from `from` to `to` in shared memory, 16-byte cp.async by the block's
+// threads, as one commit group: a norm's weight row, copied before its kernel waits.
+__device__ __forceinline__ void copy_row_async(std::byte* to, const void* from, std::int64_t bytes) {
+  for (std::int64_t j = threadIdx.x; j < bytes / 16; j += blockDim.x)
+    copy_async_if<16>(true, to + 16 * j, static_cast<const std::byte*>(from) + 16 * j);
+  commit_async_copies();
+}
 template <int PENDING>
 __device__ __forceinline__ void wait_async_copies() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING) : "memory");

@@ -21,16 +21,6 @@ __host__ __device__ inline std::size_t norm_shared_bytes(std::int64_t k) {
   return 2 * std::size_t(k) * dtype_size(T);
 }
 
-// The weight row into `weight` (16-byte cp.async; K * sizeof(T) is a multiple of 16). Issued
-// before the wait: no kernel of the step writes weights.
-template <DType T>
-__device__ __forceinline__ void norm_prefetch_weight(const QmvParams& p, std::byte* weight) {
-  const int pieces = int(p.k * std::int64_t(dtype_size(T)) / 16);
-  for (int j = threadIdx.x; j < pieces; j += blockDim.x)
-    copy_async_if<16>(true, weight + 16 * j, static_cast<const std::byte*>(p.norm_weight) + 16 * j);
-  commit_async_copies();
-}
-
 // Vector v's normalized row into `row` (T values), by every thread of the block; returns with it
 // in place for every thread. `weight` holds the prefetched weight row.
 template <DType T>

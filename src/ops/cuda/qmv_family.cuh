@@ -193,7 +193,9 @@ __global__ void __launch_bounds__(kWarps * 32, kFamilyBlocksPerSm<V>) qmv_family
   // The next launch on the stream may take the SM slots this grid frees; it waits for this grid
   // to finish before it touches x or y (wait_for_previous_grid below).
   let_next_grid_start();
-  if constexpr (NORM) norm_prefetch_weight<DType(PARAM)>(p, norm_rows + norm_bytes / 2);
+  // The norm's weight row (K * sizeof(T), a multiple of 16), before the wait: no kernel of the step
+  // writes weights.
+  if constexpr (NORM) copy_row_async(norm_rows + norm_bytes / 2, p.norm_weight, std::int64_t(norm_bytes / 2));
   const std::uint8_t* wrow[ROWS];  // the task's rows (point_rows)
   int prow[ROWS];
   // The software pipeline's two register buffers, used alternately: the next round's loads are

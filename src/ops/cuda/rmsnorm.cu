@@ -35,14 +35,6 @@ __device__ __forceinline__ void stage_sum(void* h_row, const void* delta_row, st
   });
 }
 
-// The weight row into shared memory by 16-byte cp.async, issued before the wait: the weights are
-// immutable while the step runs, so they travel while the kernel before finishes.
-__device__ __forceinline__ void prefetch_weights(const void* weight, std::int64_t bytes, std::byte* out) {
-  for (std::int64_t j = threadIdx.x; j < bytes / 16; j += blockDim.x)
-    copy_async_if<16>(true, out + 16 * j, static_cast<const std::byte*>(weight) + 16 * j);
-  commit_async_copies();
-}
-
 template <DType T, bool ADD>
 __global__ void __launch_bounds__(kMaxThreads) rmsnorm_kernel(void* x, const void* delta, const void* weight,
                                                               std::int64_t h, float eps, bool one_plus_weight,
@@ -51,7 +43,7 @@ __global__ void __launch_bounds__(kMaxThreads) rmsnorm_kernel(void* x, const voi
   __shared__ float inverse_rms;
   auto* stored_weight = reinterpret_cast<std::byte*>(row + h);
   let_next_grid_start();
-  if (vectors) prefetch_weights(weight, h * std::int64_t(dtype_size(T)), stored_weight);
+  if (vectors) copy_row_async(stored_weight, weight, h * std::int64_t(dtype_size(T)));  // weights are immutable
   wait_for_previous_grid();
   if (vectors) weight = stored_weight;
   const std::size_t base = std::size_t(blockIdx.x) * std::size_t(h) * dtype_size(T);

@@ -5,9 +5,10 @@
 // exits at once. The heads of a group share the chunk's K and V rows, so a chunk is read once per
 // group. Each block:
 //
-//   loads    the chunk's V rows into shared memory by cp.async (in tiles of up to 64 KB), and
-//            the scaled queries; each score thread's key row goes into registers (16 loads of
-//            16 bytes in flight at once), so the chunk's bytes travel in one round trip;
+//   loads    the chunk's K and V rows into shared memory by cp.async (consecutive threads on
+//            consecutive 16-byte pieces of a row: whole sectors), K's rows padded by 16 bytes so
+//            that a warp's reads of 32 rows are conflict-free, and the scaled queries: the chunk's
+//            bytes travel in one round trip;
 //   scores   a thread per (head, key): the eight partials, one 16-byte step of the key row feeding
 //            all eight, then the xor butterfly 4, 2, 1 of lane 0;
 //   m_c, l_c a warp per head: lane l scans keys 2l, 2l + 1, then the lanes in order (the earliest
@@ -52,6 +53,8 @@ constexpr int kFoldBatch = 8;                  // chunks' o_c loaded before thei
 constexpr int kMaxPairs = (kGroupHeads * order::kMaxHeadDim / 2 + kBlock - 1) / kBlock;  // per thread
 constexpr int kFewPairs = 2;  // pairs per thread of the common shapes (a group's heads times d/2 <= 512)
 constexpr std::size_t kTileCap = 64 * 1024;    // V bytes staged at once
+constexpr std::size_t kKeyTileCap = 72 * 1024;  // K bytes staged at once (a chunk of 512 bf16 dims)
+constexpr int kKeyPad = 16;                     // bytes after each staged key row: conflict-free 16-byte reads
 constexpr std::int64_t kMaxGrid = std::numeric_limits<int>::max();  // blocks in a 1-D grid
 static_assert(kGroupHeads <= kBlockWarps, "the fold keeps head h's running max in warp h");
 
@@ -81,46 +84,49 @@ std::size_t row_bytes(const AttentionShape& s, std::int64_t slots) {
 
 // Shared memory of a block: the V tile, the scaled queries, e_j, and the fold's tile of factors.
 struct Layout {
-  std::size_t tile_rows, tile, q, weights, fold, total;
+  std::size_t tile_rows, key_rows, tile, keys, q, weights, fold, total;
 };
 __host__ __device__ inline Layout layout(int group_heads, int d, std::size_t e) {
   Layout l{};
-  const std::size_t row = std::size_t(d) * e;
+  const std::size_t row = std::size_t(d) * e, key_row = row + kKeyPad;
   l.tile_rows = kTileCap / row < std::size_t(kChunk) ? kTileCap / row : std::size_t(kChunk);
+  l.key_rows = kKeyTileCap / key_row < std::size_t(kChunk) ? kKeyTileCap / key_row : std::size_t(kChunk);
   l.tile = 0;
-  l.q = l.tile + l.tile_rows * row;
+  l.keys = l.tile + l.tile_rows * row;
+  l.q = l.keys + l.key_rows * key_row;
   l.weights = l.q + std::size_t(group_heads) * std::size_t(d) * sizeof(float);
   l.fold = l.weights + std::size_t(group_heads) * kWeightStride * sizeof(float);
   l.total = l.fold + std::size_t(kGroupHeads) * kFoldTile * (3 * sizeof(float) + sizeof(order::FoldFactors));
   return l;
 }
 
-// s_j for key row `key` and the scaled query row `q` (16-byte aligned in shared memory): partial u
-// takes dims u, u + 8, ...; the loads of up to 128 dims are issued before their fmas.
+// s_j for key row `key` and the scaled query row `q`, both in shared memory (16-byte aligned):
+// partial u takes dims u, u + 8, ..., one 16-byte step (32 at f32) feeding all eight.
 template <DType T>
 __device__ __forceinline__ float score(const float* q, const std::byte* key, int d) {
-  constexpr int kWords = T == DType::f32 ? 2 : 1;   // 16-byte words per step of 8 dims
-  constexpr int kSteps = T == DType::f32 ? 8 : 16;  // steps whose loads are in flight together
+  constexpr int kWords = T == DType::f32 ? 2 : 1;  // 16-byte words per step of 8 dims
   float part[order::kDotPartials];
 #pragma unroll
   for (int u = 0; u < order::kDotPartials; ++u) part[u] = 0.0f;
-  for (int i0 = 0; i0 < d; i0 += kSteps * order::kDotPartials) {
-    uint4 raw[kSteps][kWords];
+#pragma unroll 4
+  for (int i = 0; i < d; i += order::kDotPartials) {
+    uint4 raw[kWords];
 #pragma unroll
-    for (int b = 0; b < kSteps; ++b)
+    for (int w = 0; w < kWords; ++w) raw[w] = reinterpret_cast<const uint4*>(key + std::size_t(i) * dtype_size(T))[w];
+    const float4 q0 = *reinterpret_cast<const float4*>(q + i), q1 = *reinterpret_cast<const float4*>(q + i + 4);
+    const float qs[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+    unsigned words[4 * kWords];
 #pragma unroll
-      for (int w = 0; w < kWords; ++w)
-        if (i0 + b * 8 < d) raw[b][w] = reinterpret_cast<const uint4*>(key + std::size_t(i0 + b * 8) * dtype_size(T))[w];
+    for (int w = 0; w < kWords; ++w)
+      words[4 * w] = raw[w].x, words[4 * w + 1] = raw[w].y, words[4 * w + 2] = raw[w].z, words[4 * w + 3] = raw[w].w;
 #pragma unroll
-    for (int b = 0; b < kSteps; ++b) {
-      if (i0 + b * 8 >= d) break;
-      const float4 q0 = *reinterpret_cast<const float4*>(q + i0 + b * 8);
-      const float4 q1 = *reinterpret_cast<const float4*>(q + i0 + b * 8 + 4);
-      const float qs[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
-#pragma unroll
-      for (int u = 0; u < order::kDotPartials; ++u) {
-        part[u] = order::attention_dot_step(part[u], qs[u], load_f32(raw[b], std::size_t(u), T));
-      }
+    for (int u = 0; u < order::kDotPartials; ++u) {
+      float k;  // dim i + u, widened exactly (the hardware's conversions: load_f32's values)
+      if constexpr (T == DType::f32)
+        k = __uint_as_float(words[u]);
+      else
+        k = widen_half(u % 2 ? words[u / 2] >> 16 : words[u / 2] & 0xffffu, T);
+      part[u] = order::attention_dot_step(part[u], qs[u], k);
     }
   }
 #pragma unroll
@@ -147,12 +153,15 @@ __device__ __forceinline__ float warp_max_in_order(float m) {
   return m;
 }
 
-// `rows` V rows from `v` (rows `stride` bytes apart) into the tile, 16-byte cp.async.
-__device__ __forceinline__ void stage_values(std::byte* tile, const std::byte* v, std::size_t stride, int rows, int row_bytes) {
+// `rows` cache rows from `from` (rows `stride` bytes apart) into a tile whose rows are `pitch`
+// bytes apart, by 16-byte cp.async (consecutive threads on consecutive pieces: whole sectors), as
+// one commit group.
+__device__ __forceinline__ void stage_rows(std::byte* tile, int pitch, const std::byte* from, std::size_t stride, int rows,
+                                           int row_bytes) {
   const int pieces = row_bytes / 16;
   for (int x = threadIdx.x; x < rows * pieces; x += kBlock)
-    copy_async_if<16>(true, tile + (x / pieces) * row_bytes + (x % pieces) * 16,
-                      v + std::size_t(x / pieces) * stride + std::size_t(x % pieces) * 16);
+    copy_async_if<16>(true, tile + (x / pieces) * pitch + (x % pieces) * 16,
+                      from + std::size_t(x / pieces) * stride + std::size_t(x % pieces) * 16);
   commit_async_copies();
 }
 
@@ -194,14 +203,28 @@ __global__ void __launch_bounds__(kBlock) attention_kernel(const std::byte* q, c
   const int row_bytes = d * int(e), tile_rows = int(L.tile_rows), pairs = d / 2;
   const std::byte* k_rows = keys + std::size_t(kv) * std::size_t(d) * e + std::size_t(first) * stride;
   const std::byte* v_rows = values + std::size_t(kv) * std::size_t(d) * e + std::size_t(first) * stride;
-  stage_values(tile, v_rows, stride, count < tile_rows ? count : tile_rows, row_bytes);  // lands during the scores
+  // The chunk's K and V rows travel together, in one round trip: K first (its own commit group),
+  // then V, which lands during the scores.
+  std::byte* key_tile = shared + L.keys;
+  const int key_rows = int(L.key_rows), key_pitch = row_bytes + kKeyPad;
+  stage_rows(key_tile, key_pitch, k_rows, stride, count < key_rows ? count : key_rows, row_bytes);
+  stage_rows(tile, row_bytes, v_rows, stride, count < tile_rows ? count : tile_rows, row_bytes);
   for (int x = tid; x < nh * d; x += kBlock)
     q_scaled[x] = order::mul(load_f32(q, std::size_t((row * heads + head0) * d + x), T), scale);
-  __syncthreads();
-
-  for (int p = tid; p < nh * count; p += kBlock) {  // a warp's threads on consecutive keys of one head
-    const int h = p / count, j = p % count;
-    weights[h * kWeightStride + j] = score<T>(q_scaled + h * d, k_rows + std::size_t(j) * stride, d);
+  for (int j0 = 0; j0 < count; j0 += key_rows) {  // one tile of keys but at d = 512 in f32
+    const int rows = count - j0 < key_rows ? count - j0 : key_rows;
+    if (j0 == 0) {
+      wait_async_copies<1>();  // the keys (the values may still be on their way)
+    } else {
+      __syncthreads();  // the last tile's keys are read
+      stage_rows(key_tile, key_pitch, k_rows + std::size_t(j0) * stride, stride, rows, row_bytes);
+      wait_async_copies<0>();
+    }
+    __syncthreads();
+    for (int p = tid; p < nh * rows; p += kBlock) {  // a warp's threads on consecutive keys of one head
+      const int h = p / rows, j = p % rows;
+      weights[h * kWeightStride + j0 + j] = score<T>(q_scaled + h * d, key_tile + std::size_t(j) * key_pitch, d);
+    }
   }
   __syncthreads();
   // Head h's record: (row, head0 + h, slot); its o_c starts at record * d.
@@ -215,9 +238,15 @@ __global__ void __launch_bounds__(kBlock) attention_kernel(const std::byte* q, c
     for (int j = 2 * lane; j < 2 * lane + 2; ++j)
       if (j < count) w[j] = order::attention_weight(w[j], m);
     __syncwarp();
-    if (lane == 0) {
+    if (lane == 0) {  // l_c over j increasing, four e_j a load
       float l = 0.0f;
-      for (int j = 0; j < count; ++j) l = order::add(l, w[j]);
+      int j = 0;
+#pragma unroll 4
+      for (; j + 4 <= count; j += 4) {
+        const float4 e4 = *reinterpret_cast<const float4*>(w + j);
+        l = order::add(order::add(order::add(order::add(l, e4.x), e4.y), e4.z), e4.w);
+      }
+      for (; j < count; ++j) l = order::add(l, w[j]);
       stats[record0 + std::size_t(h) * slots] = make_float2(m, l);
     }
   }
@@ -246,7 +275,8 @@ __global__ void __launch_bounds__(kBlock) attention_kernel(const std::byte* q, c
     __syncthreads();  // the tile is read: the next one may land in it
     if (j0 + tile_rows < count) {
       const int next = count - j0 - tile_rows;
-      stage_values(tile, v_rows + std::size_t(j0 + tile_rows) * stride, stride, next < tile_rows ? next : tile_rows, row_bytes);
+      stage_rows(tile, row_bytes, v_rows + std::size_t(j0 + tile_rows) * stride, stride, next < tile_rows ? next : tile_rows,
+                 row_bytes);
     }
   }
 #pragma unroll

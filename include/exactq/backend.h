@@ -77,6 +77,26 @@ class Graph {
   virtual ~Graph() = default;
 };
 
+// The op a fused linear's output goes through before it is stored (Backend::norm_qmv's `then`),
+// where the backend can do it in the linear's kernel; the bytes are those of the ops one by one.
+// - store: y [m, n] = W x.
+// - gated: W x is a stacked [gate; up] (n = 2 I); y [m, I] = gated_activation(gate, up).
+// - rope_write: W x is a stacked [q; k; v] (n = (heads + 2 kv_heads) head_dim); y [m, n] holds
+//   q, k and v as rope_write leaves them on the three parts (q and k rotated), and k and v are
+//   written to keys and values at the rows' positions.
+struct LinearEpilogue {
+  enum class Kind : std::uint8_t { store, gated, rope_write };
+  Kind kind = Kind::store;
+  Activation activation = Activation::silu;  // gated
+  // rope_write's arguments.
+  std::int64_t heads = 0, kv_heads = 0, head_dim = 0;
+  const Buffer* positions = nullptr;
+  const Buffer* steps = nullptr;
+  bool interleaved = false;
+  Buffer* keys = nullptr;
+  Buffer* values = nullptr;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -140,12 +160,15 @@ class Backend {
                            DType t, float eps, bool one_plus_weight, Buffer& y) = 0;
   // The norm fused into the linear after it, where the backend has a kernel for it: x = h + delta
   // (add's bytes; x = h where delta is null), written to h_out where given (not h or delta), and
-  // y = W rmsnorm(x): the bytes of add_rmsnorm (or rmsnorm) and qmv run one after the other.
-  // Returns false having done nothing where it has none for this kernel, matrix or width (the
-  // caller then runs the two ops); the default has none.
+  // y = W rmsnorm(x): the bytes of add_rmsnorm (or rmsnorm) and qmv run one after the other, and
+  // then of the op `then` names (LinearEpilogue). Returns false having done nothing where it has
+  // none for this kernel, matrix, width or epilogue (the caller then runs the ops one by one); the
+  // default has none.
   virtual bool norm_qmv(Kernel kernel, const Matrix& w, const Buffer& h, const Buffer* delta, const Buffer& weight,
-                        std::int64_t m, float eps, bool one_plus_weight, Buffer* h_out, Buffer& y) {
+                        std::int64_t m, float eps, bool one_plus_weight, Buffer* h_out, Buffer& y,
+                        const LinearEpilogue& then = {}) {
     (void)kernel, (void)w, (void)h, (void)delta, (void)weight, (void)m, (void)eps, (void)one_plus_weight, (void)h_out, (void)y;
+    (void)then;
     return false;
   }
   // RoPE in place on x [m, heads, head_dim]: row i is at position positions[i]; `steps` holds

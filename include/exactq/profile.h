@@ -61,7 +61,8 @@ class ProfiledBackend final : public Backend {
   void add_rmsnorm(Buffer& h, const Buffer& delta, const Buffer& weight, std::int64_t rows, std::int64_t width, DType t,
                    float eps, bool one_plus_weight, Buffer& y) override;
   bool norm_qmv(Kernel kernel, const Matrix& w, const Buffer& h, const Buffer* delta, const Buffer& weight,
-                std::int64_t m, float eps, bool one_plus_weight, Buffer* h_out, Buffer& y) override;
+                std::int64_t m, float eps, bool one_plus_weight, Buffer* h_out, Buffer& y,
+                const LinearEpilogue& then = {}) override;
   void rope(Buffer& x, std::int64_t m, std::int64_t heads, std::int64_t head_dim, DType t, const Buffer& positions,
             const Buffer& steps, bool interleaved) override;
   void write_rows(const Buffer& rows, const Buffer& positions, std::int64_t m, std::size_t row_bytes,

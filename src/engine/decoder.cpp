@@ -174,23 +174,28 @@ struct Decoder::State {
   // output. Where the backend fuses the norm into a linear (Backend::norm_qmv), the first fused op
   // writes h + delta to h_other, which becomes h; the rest run as add_rmsnorm (or rmsnorm) into xn
   // and the linears. Either way the bytes are those of the two ops. The probe's trace reads xn:
-  // with a tracer nothing is fused.
-  void norm_linears(const Buffer* delta, const Buffer& weight, std::int64_t m,
-                    std::initializer_list<std::pair<const engine::Linear*, Buffer*>> linears) {
+  // with a tracer nothing is fused. With one linear without a bias, `then` is asked of the fused
+  // op as well; returns whether it ran (else the caller runs it).
+  bool norm_linears(const Buffer* delta, const Buffer& weight, std::int64_t m,
+                    std::initializer_list<std::pair<const engine::Linear*, Buffer*>> linears,
+                    const LinearEpilogue& then = {}) {
     const bool one_plus = config.norm_offset != 0.0;
     std::size_t fused = 0;
+    bool epilogue = false;
     for (const auto& [l, y] : linears) {
       if (tracer || !l->q) break;
       Buffer* out = fused == 0 && delta ? h_other.get() : nullptr;
       const Buffer& from = fused > 0 && delta ? *h_other : *h;  // the first fused op's h_out holds h + delta
-      if (!backend.norm_qmv(kernel_for(options.family, l->q->view(), m), *l->q, from, fused > 0 ? nullptr : delta,
-                            weight, m, eps, one_plus, out, *y))
-        break;
+      const Kernel kernel = kernel_for(options.family, l->q->view(), m);
+      const Buffer* d = fused > 0 ? nullptr : delta;
+      if (then.kind != LinearEpilogue::Kind::store && linears.size() == 1 && !l->bias)
+        epilogue = backend.norm_qmv(kernel, *l->q, from, d, weight, m, eps, one_plus, out, *y, then);
+      if (!epilogue && !backend.norm_qmv(kernel, *l->q, from, d, weight, m, eps, one_plus, out, *y)) break;
       if (l->bias) backend.add_bias(*y, *l->bias, m, l->n, t);
       ++fused;
     }
     if (fused > 0 && delta) std::swap(h, h_other), h_swapped = !h_swapped;
-    if (fused == linears.size()) return;
+    if (fused == linears.size()) return epilogue;
     if (delta && fused == 0)
       add_norm(*delta, weight, m);
     else
@@ -198,6 +203,7 @@ struct Decoder::State {
     std::size_t i = 0;
     for (const auto& [l, y] : linears)
       if (i++ >= fused) linear(*l, *xn, m, *y);
+    return false;
   }
 
   // One width's inputs (the tokens, then their positions, std::int32_t, uploaded together before
@@ -247,11 +253,19 @@ struct Decoder::State {
     pending = nullptr;
     const bool normed = index > 0 && !delta;
     Buffer *qb = q.get(), *kb = k.get(), *vb = v.get();
+    const Buffer& steps = local ? *rope_local : *rope_global;
+    bool roped = false;  // RoPE and the cache write done in the q/k/v linear's kernel
     if (L.qkv.q) {
+      // At M = 1 the stacked output's parts are q, k and v (views), so the linear's kernel may
+      // rotate and cache them as it stores them, unless a q/k norm comes in between.
+      LinearEpilogue then;
+      if (m == 1 && !c.qk_norm)
+        then = {LinearEpilogue::Kind::rope_write, c.activation, c.num_heads, c.num_kv_heads, c.head_dim, &positions,
+                &steps, c.rope_traditional, keys[index].get(), values[index].get()};
       if (normed)
         linear(L.qkv, *xn, m, *qkv);
       else
-        norm_linears(delta, *L.input_norm, m, {{&L.qkv, qkv.get()}});
+        roped = norm_linears(delta, *L.input_norm, m, {{&L.qkv, qkv.get()}}, then);
       if (m == 1)
         qb = q1.get(), kb = k1.get(), vb = v1.get();
       else
@@ -273,9 +287,9 @@ struct Decoder::State {
       norm(*kb, *L.k_norm, m * c.num_kv_heads, c.head_dim, *kb);
       trace(at, "k_norm", *kb, m, KV);
     }
-    const Buffer& steps = local ? *rope_local : *rope_global;
-    backend.rope_write(*qb, *kb, *vb, m, c.num_heads, c.num_kv_heads, c.head_dim, t, positions, steps,
-                       c.rope_traditional, *keys[index], *values[index]);
+    if (!roped)
+      backend.rope_write(*qb, *kb, *vb, m, c.num_heads, c.num_kv_heads, c.head_dim, t, positions, steps,
+                         c.rope_traditional, *keys[index], *values[index]);
     trace(at, "rope_q", *qb, m, Q);
     trace(at, "rope_k", *kb, m, KV);
     const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim,
@@ -290,8 +304,10 @@ struct Decoder::State {
     }
     const Buffer& mlp_norm = c.sandwich_norm ? *L.pre_feedforward_norm : *L.post_attention_norm;
     Buffer *gb = gate.get(), *ub = up.get();
+    bool gated = false;  // the activation done in the gate/up linear's kernel, into gate1
     if (L.gate_up.q)
-      norm_linears(o.get(), mlp_norm, m, {{&L.gate_up, gate_up.get()}});
+      gated = norm_linears(o.get(), mlp_norm, m, {{&L.gate_up, gate_up.get()}},
+                           m == 1 ? LinearEpilogue{LinearEpilogue::Kind::gated, c.activation} : LinearEpilogue{});
     else
       norm_linears(o.get(), mlp_norm, m, {{&L.gate_proj, gb}, {&L.up_proj, ub}});
     trace(at, "attention_residual", *h, m, H);
@@ -304,7 +320,7 @@ struct Decoder::State {
     }
     trace(at, "gate_proj", *gb, m, I);
     trace(at, "up_proj", *ub, m, I);
-    backend.gated_activation(*gb, *ub, m * I, c.activation, t, *gb);
+    if (!gated) backend.gated_activation(*gb, *ub, m * I, c.activation, t, *gb);
     trace(at, "gated_activation", *gb, m, I);
     linear(L.down_proj, *gb, m, *down);
     trace(at, "down_proj", *down, m, H);

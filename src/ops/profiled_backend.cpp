@@ -83,12 +83,19 @@ void ProfiledBackend::qmv(Kernel kernel, const Matrix& w, const Buffer& x, std::
          matrix_bytes(v) + values(m * (v.n + v.k), v.dtype), t0);
 }
 bool ProfiledBackend::norm_qmv(Kernel kernel, const Matrix& w, const Buffer& h, const Buffer* delta, const Buffer& weight,
-                               std::int64_t m, float eps, bool one_plus_weight, Buffer* h_out, Buffer& y) {
+                               std::int64_t m, float eps, bool one_plus_weight, Buffer* h_out, Buffer& y,
+                               const LinearEpilogue& then) {
   const auto t0 = Clock::now();
-  if (!inner_.norm_qmv(kernel, w, h, delta, weight, m, eps, one_plus_weight, h_out, y)) return false;
+  if (!inner_.norm_qmv(kernel, w, h, delta, weight, m, eps, one_plus_weight, h_out, y, then)) return false;
   const QuantizedMatrixView& v = w.view();
-  record(fmt::format("norm+{}", to_string(kernel)), fmt::format("{}x{} {}-bit g{}, m={}", v.n, v.k, v.bits, v.group, m),
-         matrix_bytes(v) + values(m * (v.n + (delta ? 3 : 1) * v.k + (h_out ? v.k : 0)) + v.k, v.dtype), t0);
+  using Kind = LinearEpilogue::Kind;
+  // Values written: y, plus k and v into the caches for rope_write, half of y for gated.
+  const std::int64_t written = then.kind == Kind::gated        ? v.n / 2
+                               : then.kind == Kind::rope_write ? v.n + 2 * then.kv_heads * then.head_dim
+                                                               : v.n;
+  const char* suffix = then.kind == Kind::gated ? "+gated" : then.kind == Kind::rope_write ? "+rope_write" : "";
+  record(fmt::format("norm+{}{}", to_string(kernel), suffix), fmt::format("{}x{} {}-bit g{}, m={}", v.n, v.k, v.bits, v.group, m),
+         matrix_bytes(v) + values(m * (written + (delta ? 3 : 1) * v.k + (h_out ? v.k : 0)) + v.k, v.dtype), t0);
   return true;
 }
 void ProfiledBackend::copy(const Buffer& from, std::size_t from_offset, Buffer& to, std::size_t to_offset,

@@ -333,11 +333,12 @@ class CudaBackend final : public Backend {
   }
 
   bool norm_qmv(Kernel kernel, const Matrix& w, const Buffer& h, const Buffer* delta, const Buffer& weight,
-                std::int64_t m, float eps, bool one_plus_weight, Buffer* h_out, Buffer& y) override {
+                std::int64_t m, float eps, bool one_plus_weight, Buffer* h_out, Buffer& y,
+                const LinearEpilogue& then) override {
     if (kernel != Kernel::qmv) return false;
     const QuantizedMatrixView& v = own<const CudaMatrix>(w, "matrix").view_for(kernel);
     // The checks of the ops it stands for: the norm's on h (and add's, with h_out as its output),
-    // qmv's on h's first m rows and y.
+    // qmv's on h's first m rows and y, the epilogue's on y and its own operands.
     checks::rmsnorm(buffer(h), buffer(weight), m, v.k, v.dtype, eps, buffer(h));
     if (h_out) {
       if (delta)
@@ -347,14 +348,49 @@ class CudaBackend final : public Backend {
     } else if (delta) {
       throw std::invalid_argument("[exactq] norm_qmv: a delta needs an h_out for h + delta");
     }
+    cuda_detail::QmvParams fused{};
+    fused.norm_weight = data(weight), fused.delta = delta ? data(*delta) : nullptr;
+    fused.h_out = h_out ? data(*h_out) : nullptr, fused.eps = eps, fused.one_plus_weight = one_plus_weight;
+    // The y that qmv alone would write: with the gated epilogue, y holds half of it.
+    std::int64_t y_values = m * v.n;
+    using Kind = LinearEpilogue::Kind;
+    if (then.kind == Kind::gated) {
+      if (v.n % 2 != 0) throw std::invalid_argument("[exactq] norm_qmv: a gated epilogue needs an even N, not " + std::to_string(v.n));
+      checks::gated_activation(buffer(y), buffer(y), m * v.n / 2, then.activation, v.dtype, buffer(y));
+      fused.epilogue = cuda_detail::kGated, fused.pair_run = int(v.n / 2), fused.paired_rows = v.n;
+      fused.activation = int(then.activation);
+      y_values = m * v.n / 2;
+    } else if (then.kind == Kind::rope_write) {
+      if (!then.positions || !then.steps || !then.keys || !then.values)
+        throw std::invalid_argument("[exactq] norm_qmv: rope_write needs positions, steps, keys and values");
+      if (then.heads < 1 || then.kv_heads < 1 || then.head_dim < 2 || v.n != (then.heads + 2 * then.kv_heads) * then.head_dim)
+        throw std::invalid_argument("[exactq] norm_qmv: N = " + std::to_string(v.n) + " is not (heads + 2 kv_heads) head_dim of " +
+                                    std::to_string(then.heads) + ", " + std::to_string(then.kv_heads) + ", " +
+                                    std::to_string(then.head_dim));
+      checks::rope_write(buffer(y), buffer(y), buffer(y), m, then.heads, then.kv_heads, then.head_dim, v.dtype,
+                         buffer(*then.positions), buffer(*then.steps), buffer(*then.keys), buffer(*then.values));
+      const std::int64_t kv_values = then.kv_heads * then.head_dim;
+      const std::size_t row = std::size_t(kv_values) * dtype_size(v.dtype);
+      fused.epilogue = cuda_detail::kRopeWrite;
+      fused.pair_run = int(then.interleaved ? 1 : then.head_dim / 2);
+      while ((1 << fused.pair_shift) < fused.pair_run) ++fused.pair_shift;  // exact where pair_run is a power of two
+      fused.paired_rows = (then.heads + then.kv_heads) * then.head_dim, fused.q_rows = then.heads * then.head_dim;
+      fused.head_dim = then.head_dim, fused.interleaved = then.interleaved, fused.positions = int32s(*then.positions);
+      fused.steps = reinterpret_cast<const std::uint64_t*>(data(*then.steps));
+      fused.keys = data(*then.keys), fused.values = data(*then.values);
+      fused.cache_rows = std::int64_t(std::min(buffer(*then.keys).size(), buffer(*then.values).size()) / row);
+    }
     const std::span<const std::byte> xs = own<const CudaBuffer>(h, "buffer").bytes().first(std::size_t(m * v.k) * dtype_size(v.dtype));
     std::span<std::byte> ys = own<CudaBuffer>(y, "buffer").bytes();
-    if (ys.size() >= std::size_t(m * v.n) * dtype_size(v.dtype)) ys = ys.first(std::size_t(m * v.n) * dtype_size(v.dtype));
+    const std::size_t y_bytes = std::size_t(y_values) * dtype_size(v.dtype);
+    if (ys.size() >= y_bytes) ys = ys.first(y_bytes);
+    // The gated y holds N / 2 values a vector (gated_activation's checks above); qmv's are asked
+    // of the stacked output it stands for, which is never stored.
+    if (then.kind == Kind::gated && ys.size() == y_bytes) ys = {ys.data(), 2 * y_bytes};
     validate_qmv_args(kernel, v, xs, m, ys);
     QmvOptions options = options_;
     options.overlap_launch = true;  // as qmv: the weights are never written by a kernel
-    return cuda_detail::launch_qmv_norm(v, data(h), delta ? data(*delta) : nullptr, data(weight), eps, one_plus_weight,
-                                        h_out ? data(*h_out) : nullptr, m, data(y), options, stream_);
+    return cuda_detail::launch_qmv_norm(v, data(h), fused, m, data(y), options, stream_);
   }
 
   std::unique_ptr<DenseMatrix> load_dense(DType t, std::int64_t n, std::int64_t k,

@@ -68,19 +68,18 @@ std::size_t family_norm_bytes(std::int64_t k) {
 }
 
 // Launches `tiles` tiles of V vectors starting at vector_offset. With NORM, `norm` holds the
-// fused norm's parameters (QmvParams' last five) and x is the residual h.
+// fused norm's and its epilogue's parameters (QmvParams' fields from norm_weight on) and x is the
+// residual h.
 template <int BITS, int V, int ROWS, int PARAM, bool NORM = false>
 void launch_family(const QuantizedMatrixView& w, const void* x, std::int64_t vector_offset, std::int64_t tiles,
                    void* y, const QmvOptions& options, cudaStream_t stream, const QmvParams* norm = nullptr) {
   if (w.n * (w.k / w.group) >= (std::int64_t(1) << 31))
     throw std::invalid_argument("[exactq] N * K / group = " + std::to_string(w.n * (w.k / w.group)) +
                                 " group parameters: the CUDA qmv family indexes them with 32 bits (at most 2^31 - 1)");
-  QmvParams p{w.packed.data(), w.scales.data(), w.biases.data(), x, y, w.n, w.k, 0, w.group, family_tile<BITS, V, ROWS>(w.k),
-              w.dtype, 1, 0};
-  if (norm) {
-    p.norm_weight = norm->norm_weight, p.delta = norm->delta, p.h_out = norm->h_out;
-    p.eps = norm->eps, p.one_plus_weight = norm->one_plus_weight;
-  }
+  QmvParams p = norm ? *norm : QmvParams{};  // the fused norm's and epilogue's fields
+  p.packed = w.packed.data(), p.scales = w.scales.data(), p.biases = w.biases.data(), p.x = x, p.y = y;
+  p.n = w.n, p.k = w.k, p.vector_offset = 0, p.group = w.group, p.tile_values = family_tile<BITS, V, ROWS>(w.k);
+  p.dtype = w.dtype, p.split = 1, p.l2_prefetch_rounds = 0;
   const std::size_t norm_bytes = family_norm_bytes<PARAM, NORM>(w.k);
   const std::int64_t tasks = (w.n + ROWS - 1) / ROWS;
   constexpr int warps = kWarps;  // per block

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "exactq/cuda.h"
+#include "ops/cuda/qmv_params.cuh"
 
 namespace exactq::cuda_detail {
 
@@ -28,11 +29,11 @@ struct KernelResources {
 void launch_qmv(const QuantizedMatrixView& w, const void* x, std::int64_t vector_offset, std::int64_t m, void* y,
                 const QmvOptions& options, cudaStream_t stream);
 // qmv with the norm before it in its staging (Backend::norm_qmv): x = h (+ delta), written to
-// h_out where given, then normalized with `weight`. False, having launched nothing, where no
-// kernel is instantiated for the matrix (bits, dtype), K or the buffers' alignment.
-bool launch_qmv_norm(const QuantizedMatrixView& w, const void* h, const void* delta, const void* weight, float eps,
-                     bool one_plus_weight, void* h_out, std::int64_t m, void* y, const QmvOptions& options,
-                     cudaStream_t stream);
+// h_out where given, then normalized; `fused` holds the norm's and the epilogue's fields of
+// QmvParams (its last ones). False, having launched nothing, where no kernel is instantiated for
+// the matrix (bits, dtype), K, the buffers' alignment or the epilogue's shape.
+bool launch_qmv_norm(const QuantizedMatrixView& w, const void* h, const QmvParams& fused, std::int64_t m, void* y,
+                     const QmvOptions& options, cudaStream_t stream);
 // qmv_streamed: tiles of up to max_vectors vectors, each tile one pass over the weights (qmv_streamed.cu).
 void launch_qmv_streamed(const QuantizedMatrixView& w, const void* x, std::int64_t m, void* y,
                          const QmvOptions& options, cudaStream_t stream);

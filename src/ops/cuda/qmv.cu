@@ -23,25 +23,25 @@ void launch_qmv(const QuantizedMatrixView& w, const void* x, std::int64_t vector
   });
 }
 
-bool launch_qmv_norm(const QuantizedMatrixView& w, const void* h, const void* delta, const void* weight, float eps,
-                     bool one_plus_weight, void* h_out, std::int64_t m, void* y, const QmvOptions& options,
-                     cudaStream_t stream) {
-  // Instantiated where checkpoints are: 4 and 8 bits, bf16 and f16 (others run the two ops).
+bool launch_qmv_norm(const QuantizedMatrixView& w, const void* h, const QmvParams& fused, std::int64_t m, void* y,
+                     const QmvOptions& options, cudaStream_t stream) {
+  // Instantiated where checkpoints are: 4 and 8 bits, bf16 and f16 (others run the ops one by one).
   const bool aligned = [&] {
-    for (const void* b : {h, delta, weight, static_cast<const void*>(h_out)})
+    for (const void* b : {h, fused.delta, fused.norm_weight, static_cast<const void*>(fused.h_out)})
       if (reinterpret_cast<std::uintptr_t>(b) % 16 != 0) return false;
     return true;
   }();
   if ((w.bits != 4 && w.bits != 8) || (w.dtype != DType::bf16 && w.dtype != DType::f16) || !aligned ||
       w.k > kQmvNormMaxK)
     return false;
-  QmvParams norm{};
-  norm.norm_weight = weight, norm.delta = delta, norm.h_out = h_out, norm.eps = eps, norm.one_plus_weight = one_plus_weight;
+  bool fits = true;
+  dispatch_value<4, 8>(w.bits, "bits", [&]<int BITS>() { fits = epilogue_fits<kQmvRows<BITS>>(fused, w.n); });
+  if (!fits) return false;
   dispatch_value<4, 8>(w.bits, "bits", [&]<int BITS>() {
     if (w.dtype == DType::bf16)
-      launch_family<BITS, 1, kQmvRows<BITS>, int(DType::bf16), true>(w, h, 0, m, y, options, stream, &norm);
+      launch_family<BITS, 1, kQmvRows<BITS>, int(DType::bf16), true>(w, h, 0, m, y, options, stream, &fused);
     else
-      launch_family<BITS, 1, kQmvRows<BITS>, int(DType::f16), true>(w, h, 0, m, y, options, stream, &norm);
+      launch_family<BITS, 1, kQmvRows<BITS>, int(DType::f16), true>(w, h, 0, m, y, options, stream, &fused);
   });
   return true;
 }

@@ -25,6 +25,7 @@
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/family_butterfly.cuh"
 #include "ops/cuda/family_dot.cuh"
+#include "ops/cuda/family_epilogue.cuh"
 #include "ops/cuda/family_norm.cuh"
 #include "ops/cuda/family_staging.cuh"
 #include "ops/cuda/qmv_params.cuh"
@@ -77,15 +78,18 @@ inline std::size_t split_park_bytes(int split, int warps, int rows, std::int64_t
 }
 
 // ---- the steps of a task --------------------------------------------------------------------------
-// Points a warp at the ROWS rows from row0. Rows past N read row N-1 and are never written. Group
-// parameters are indexed with 32 bits (the launcher checks N * K / group < 2^31); weights with a
-// 64-bit row base.
-template <int ROWS>
-__device__ __forceinline__ void point_rows(const QmvParams& p, std::int64_t row0, std::int64_t row_bytes,
+// Points a warp at task `task`'s ROWS rows: those from task * ROWS, or with NORM those task_row
+// picks for the epilogue. Rows past N read row N-1 and are never written. Group parameters are
+// indexed with 32 bits (the launcher checks N * K / group < 2^31); weights with a 64-bit row base.
+template <int ROWS, bool NORM>
+__device__ __forceinline__ void point_rows(const QmvParams& p, std::int64_t task, std::int64_t row_bytes,
                                            std::int64_t groups, const std::uint8_t* (&wrow)[ROWS], int (&prow)[ROWS]) {
+  const std::int64_t row0 = task * ROWS;
 #pragma unroll
   for (int r = 0; r < ROWS; ++r) {
-    const std::int64_t row = row0 + r < p.n ? row0 + r : p.n - 1;
+    std::int64_t row = row0 + r;
+    if constexpr (NORM) row = task_row<ROWS>(p, task, r);
+    row = row < p.n ? row : p.n - 1;
     wrow[r] = p.packed + row * row_bytes;
     prow[r] = int(row * groups);
     // Opaque to the compiler, so it keeps the row bases in registers instead of recomputing the
@@ -149,7 +153,7 @@ __device__ __forceinline__ void add_parked_rounds(float (&total)[ROWS][V], const
 
 // ---- the kernel -------------------------------------------------------------------------------------
 // NORM (V = 1): x is made from the residual by family_norm.cuh's norm_row, in shared memory ahead
-// of the tile.
+// of the tile, and the rows go through p.epilogue (family_epilogue.cuh).
 template <int BITS, int V, int ROWS, int PARAM, bool NORM = false>
 __global__ void __launch_bounds__(kWarps * 32, kFamilyBlocksPerSm<V>) qmv_family_kernel(const QmvParams p) {
   static_assert(!NORM || (V == 1 && PARAM != kRuntimeDtype), "the norm is fused into qmv (V = 1) alone");
@@ -217,7 +221,7 @@ __global__ void __launch_bounds__(kWarps * 32, kFamilyBlocksPerSm<V>) qmv_family
                   std::size_t(last_slot) * std::size_t(rounds_total - last_part_rounds) * ROWS * 32;
     const bool active = task < tasks;
     const std::int64_t row0 = task * ROWS;
-    if (!kFamilyCarry<BITS, V> || !carried) point_rows<ROWS>(p, row0, row_bytes, groups, wrow, prow);
+    if (!kFamilyCarry<BITS, V> || !carried) point_rows<ROWS, NORM>(p, task, row_bytes, groups, wrow, prow);
     float total[ROWS][V];
 #pragma unroll
     for (int r = 0; r < ROWS; ++r)
@@ -284,7 +288,7 @@ __global__ void __launch_bounds__(kWarps * 32, kFamilyBlocksPerSm<V>) qmv_family
       carried = tiles == 1 && trip + 1 < trips && trip + 1 != whole_trips;
       if (carried) {
         const std::int64_t next = task + slots;
-        point_rows<ROWS>(p, next * ROWS, row_bytes, groups, wrow, prow);
+        point_rows<ROWS, NORM>(p, next, row_bytes, groups, wrow, prow);
         if (next < tasks && lane < int(p.k / kChunkValues))
           load_round<BITS, V, ROWS, PARAM>(p, wrow, prow, group_shift, 0, lane, wa, sa, ba);
       }
@@ -297,6 +301,12 @@ __global__ void __launch_bounds__(kWarps * 32, kFamilyBlocksPerSm<V>) qmv_family
       for (int r = 0; r < ROWS; ++r)
 #pragma unroll
         for (int v = 0; v < V; ++v) held[r * V + v] = total[r][v];
+      if constexpr (NORM) {
+        if (p.epilogue != kStore) {
+          epilogue_store<ROWS>(held, p, v0, task, lane, active, part);
+          continue;
+        }
+      }
       scatter_and_store<V, ROWS>(held, p, v0, row0, lane, active, part);
     } else {
       reduce_and_store<V, ROWS>(total, p, v0, row0, lane, active, part);

@@ -28,6 +28,24 @@ struct QmvParams {
   void* h_out = nullptr;        // where h + delta goes (null: nowhere)
   float eps = 0.0f;
   bool one_plus_weight = false;
+  // The fused norm's epilogue (family_epilogue.cuh; Backend's LinearEpilogue): y as stored
+  // (kStore), or the rows taken in pairs (row a, row a + pair_run) over the first paired_rows rows,
+  // each pair by one warp: kGated writes the gated activation of the pair (gate, up) to y [m, n/2];
+  // kRopeWrite rotates the pairs of q and k (the first paired_rows rows) and writes the k and v
+  // rows (from q_rows on) to keys and values at the vector's position as well.
+  int epilogue = 0;
+  int pair_run = 0, pair_shift = 0;  // pair_shift: log2(pair_run) where it is a power of two
+  std::int64_t paired_rows = 0;
+  int activation = 0;                       // kGated
+  std::int64_t q_rows = 0, head_dim = 0;    // kRopeWrite: heads * head_dim, and head_dim
+  bool interleaved = false;
+  const std::int32_t* positions = nullptr;  // one per vector
+  const std::uint64_t* steps = nullptr;     // head_dim / 2 phase steps
+  void* keys = nullptr;
+  void* values = nullptr;
+  std::int64_t cache_rows = 0;              // positions that keys and values hold
 };
+
+enum QmvEpilogueKind : int { kStore = 0, kGated = 1, kRopeWrite = 2 };
 
 }  // namespace exactq::cuda_detail

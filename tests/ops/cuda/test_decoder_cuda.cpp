@@ -73,6 +73,13 @@ Bytes poked(Bytes x, std::size_t i, DType t, float v) {
   return x;
 }
 
+// A norm weight row with every value v replaced by 4 v + 1: a change that reaches every
+// normalized value, so every output row (a single value changed can round away in a short row).
+Bytes changed_weights(Bytes w, DType t) {
+  for (std::size_t i = 0; i < w.size() / ref_size(t); ++i) ref_store(w.data(), i, t, 4.0f * ref_load(w.data(), i, t) + 1.0f);
+  return w;
+}
+
 constexpr DType kTypes[] = {DType::bf16, DType::f16, DType::f32};
 
 TEST(CudaDecoderOps, EveryOpGivesTheCpuBytes) {
@@ -194,7 +201,7 @@ TEST(CudaDecoderOps, EveryOpGivesTheCpuBytes) {
 // Backend::norm_qmv on CUDA: y and h_out equal the CPU's add_rmsnorm (rmsnorm without a delta)
 // then qmv, for 4 and 8 bits in bf16 and f16, groups 32, 64 and 128, K from 128 to 8192, 1 to 3
 // vectors, with and without the (1 + w) weights; what it has no kernel for (3 bits, f32, another
-// kernel) returns false and writes nothing. Control: a norm weight changed changes y.
+// kernel) returns false and writes nothing. Control: changed norm weights change y.
 TEST(CudaDecoderOps, NormFusedIntoQmvGivesTheTwoOpsBytes) {
   REQUIRE_CUDA_BACKEND();
   const std::uint64_t seed = fresh_seed();
@@ -245,8 +252,7 @@ TEST(CudaDecoderOps, NormFusedIntoQmvGivesTheTwoOpsBytes) {
     const auto [y, h_out] = fused(weight);
     EXPECT_TRUE(y == want_y) << "y: " << differing_bytes(want_y, y) << " bytes differ";
     EXPECT_TRUE(h_out == want_h) << "h_out: " << differing_bytes(want_h, h_out) << " bytes differ";
-    const std::size_t at = std::size_t(rng() % std::uint64_t(k));
-    controls += fused(poked(weight, at, t, 4.0f * ref_load(weight.data(), at, t) + 1.0f)).first != want_y;
+    controls += fused(changed_weights(weight, t)).first != want_y;
     ++cases;
   }
   EXPECT_EQ(controls, cases) << "a changed norm weight must change y";
@@ -262,6 +268,127 @@ TEST(CudaDecoderOps, NormFusedIntoQmvGivesTheTwoOpsBytes) {
                                 false, out.get(), *gy));
     EXPECT_EQ(get(*cuda, *gy), Bytes(std::size_t(m * n) * ref_size(t)));
   }
+}
+
+// Backend::norm_qmv's epilogues on CUDA, against the CPU's ops one by one: gated gives
+// add_rmsnorm, qmv of the stacked [gate; up], then gated_activation of its halves; rope_write gives
+// add_rmsnorm, qmv of the stacked [q; k; v], then rope_write on the parts, with keys and values
+// written at distinct rows in any order. 4 and 8 bits, bf16 and f16, 1 to 3 vectors, split and
+// interleaved RoPE, both activations. Where the pairs do not tile the kernel's tasks (N / 2 odd),
+// it returns false and writes nothing. Control: changed norm weights change y (and the key cache).
+TEST(CudaDecoderOps, NormQmvEpiloguesGiveTheOpsBytes) {
+  REQUIRE_CUDA_BACKEND();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  const auto cpu = make_cpu_backend(), cuda = make_cuda_backend();
+  auto put = [](Backend& b, const Bytes& host) {
+    auto buffer = b.allocate(host.size());
+    b.upload(*buffer, host);
+    return buffer;
+  };
+  auto get = [](Backend& b, const Buffer& buffer) {
+    Bytes host(buffer.bytes().size());
+    b.synchronize();
+    b.download(buffer, host);
+    return host;
+  };
+  std::size_t controls = 0, cases = 0;
+  for (int c = 0; c < 16; ++c) {
+    const bool rope = c % 2 == 1, interleaved = c % 4 == 3;
+    const int bits = c % 3 == 2 ? 8 : 4, group = c % 5 == 0 ? 32 : c % 5 < 3 ? 64 : 128;
+    const DType t = c % 6 < 3 ? DType::bf16 : DType::f16;
+    const std::int64_t k = c < 2 ? 4096 : 128 * (1 + std::int64_t(rng() % 48)), m = 1 + std::int64_t(rng() % 3);
+    const Activation act = c % 4 < 2 ? Activation::silu : Activation::gelu_tanh;
+    const std::int64_t kv = 1 + std::int64_t(rng() % 2), heads = kv * (1 + std::int64_t(rng() % 4));
+    const std::int64_t d = std::int64_t(16) << (rng() % 4), inter = 2 * (1 + std::int64_t(rng() % 300));
+    const std::int64_t n = rope ? (heads + 2 * kv) * d : 2 * inter, cache_rows = m + 1 + std::int64_t(rng() % 40);
+    SCOPED_TRACE(std::string(rope ? "rope_write" : "gated") + " bits " + std::to_string(bits) + " group " +
+                 std::to_string(group) + " dtype " + std::to_string(int(t)) + " " + std::to_string(n) + "x" +
+                 std::to_string(k) + " m " + std::to_string(m) + (interleaved ? " interleaved" : ""));
+    const QuantizedMatrix w = random_matrix(n, k, bits, group, t, rng);
+    const Bytes h = random_values(std::size_t(m * k), t, 2.0f, rng), delta = random_values(std::size_t(m * k), t, 1.0f, rng);
+    const Bytes weight = random_values(std::size_t(k), t, 1.0f, rng);
+    const Bytes cache = random_values(std::size_t(cache_rows * kv * d), t, 1.0f, rng);
+    std::vector<std::int32_t> rows(static_cast<std::size_t>(cache_rows));
+    for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = std::int32_t(i);
+    std::shuffle(rows.begin(), rows.end(), rng);
+    rows.resize(std::size_t(m));
+    order::RopeParams rp;
+    rp.dims = int(d);
+    rp.base = 10000.0 + double(rng() % 1000000);
+    const auto phase_steps = order::rope_phase_steps(order::rope_inverse_frequencies(rp));
+    Bytes steps(phase_steps.size() * 8);
+    std::memcpy(steps.data(), phase_steps.data(), steps.size());
+    const std::size_t e = ref_size(t);
+
+    // The CPU's ops one by one. y: gated [m, inter], rope_write [m, n] (q, k, v per row).
+    Bytes want_y, want_keys, want_values;
+    {
+      auto ch = put(*cpu, h), cd = put(*cpu, delta), cw = put(*cpu, weight), cx = put(*cpu, h);
+      auto stacked = put(*cpu, Bytes(std::size_t(m * n) * e));
+      cpu->add_rmsnorm(*ch, *cd, *cw, m, k, t, 1e-5f, false, *cx);
+      cpu->qmv(Kernel::qmv, *cpu->load(w.view()), *cx, m, *stacked);
+      if (!rope) {
+        auto g = put(*cpu, Bytes(std::size_t(m * inter) * e)), u = put(*cpu, Bytes(std::size_t(m * inter) * e));
+        cpu->copy_rows(*stacked, 0, std::size_t(n) * e, *g, 0, std::size_t(inter) * e, std::size_t(inter) * e, m);
+        cpu->copy_rows(*stacked, std::size_t(inter) * e, std::size_t(n) * e, *u, 0, std::size_t(inter) * e, std::size_t(inter) * e, m);
+        cpu->gated_activation(*g, *u, m * inter, act, t, *g);
+        want_y = get(*cpu, *g);
+      } else {
+        const std::int64_t widths[3] = {heads * d, kv * d, kv * d};
+        std::unique_ptr<Buffer> part[3];
+        std::size_t offset = 0;
+        for (int i = 0; i < 3; ++i) {
+          part[i] = put(*cpu, Bytes(std::size_t(m * widths[i]) * e));
+          cpu->copy_rows(*stacked, offset, std::size_t(n) * e, *part[i], 0, std::size_t(widths[i]) * e, std::size_t(widths[i]) * e, m);
+          offset += std::size_t(widths[i]) * e;
+        }
+        auto keys = put(*cpu, cache), values = put(*cpu, cache), at = put(*cpu, positions_of(rows)), st = put(*cpu, steps);
+        cpu->rope_write(*part[0], *part[1], *part[2], m, heads, kv, d, t, *at, *st, interleaved, *keys, *values);
+        offset = 0;
+        for (int i = 0; i < 3; ++i) {
+          cpu->copy_rows(*part[i], 0, std::size_t(widths[i]) * e, *stacked, offset, std::size_t(n) * e, std::size_t(widths[i]) * e, m);
+          offset += std::size_t(widths[i]) * e;
+        }
+        want_y = get(*cpu, *stacked), want_keys = get(*cpu, *keys), want_values = get(*cpu, *values);
+      }
+    }
+
+    struct Out {
+      bool ran;
+      Bytes y, keys, values;
+    };
+    auto fused = [&](const Bytes& norm_weight) {
+      auto gh = put(*cuda, h), gd = put(*cuda, delta), gw = put(*cuda, norm_weight), out = put(*cuda, Bytes(h.size()));
+      auto gy = put(*cuda, Bytes(want_y.size()));
+      auto keys = put(*cuda, cache), values = put(*cuda, cache), at = put(*cuda, positions_of(rows)), st = put(*cuda, steps);
+      LinearEpilogue then{rope ? LinearEpilogue::Kind::rope_write : LinearEpilogue::Kind::gated, act, heads, kv, d,
+                          at.get(), st.get(), interleaved, keys.get(), values.get()};
+      const bool ran = cuda->norm_qmv(Kernel::qmv, *cuda->load(w.view()), *gh, gd.get(), *gw, m, 1e-5f, false, out.get(), *gy, then);
+      return Out{ran, get(*cuda, *gy), get(*cuda, *keys), get(*cuda, *values)};
+    };
+    const Out got = fused(weight);
+    EXPECT_TRUE(got.ran);
+    EXPECT_TRUE(got.y == want_y) << "y: " << differing_bytes(want_y, got.y) << " bytes differ";
+    if (rope) {
+      EXPECT_TRUE(got.keys == want_keys) << "keys: " << differing_bytes(want_keys, got.keys) << " bytes differ";
+      EXPECT_TRUE(got.values == want_values) << "values: " << differing_bytes(want_values, got.values) << " bytes differ";
+    }
+    const Out changed = fused(changed_weights(weight, t));
+    controls += changed.y != want_y && (!rope || changed.keys != want_keys);
+    ++cases;
+  }
+  EXPECT_EQ(controls, cases) << "a changed norm weight must change the outputs";
+
+  // Gate/up halves whose pairs do not tile 4-row tasks: no kernel, nothing written.
+  const std::int64_t inter = 33, k = 256;
+  const QuantizedMatrix w = random_matrix(2 * inter, k, 4, 64, DType::bf16, rng);
+  const Bytes h = random_values(std::size_t(k), DType::bf16, 1.0f, rng), weight = random_values(std::size_t(k), DType::bf16, 1.0f, rng);
+  auto gh = put(*cuda, h), gw = put(*cuda, weight), gy = put(*cuda, Bytes(std::size_t(inter) * 2));
+  EXPECT_FALSE(cuda->norm_qmv(Kernel::qmv, *cuda->load(w.view()), *gh, nullptr, *gw, 1, 1e-5f, false, nullptr, *gy,
+                              {LinearEpilogue::Kind::gated, Activation::silu}));
+  EXPECT_EQ(get(*cuda, *gy), Bytes(std::size_t(inter) * 2));
 }
 
 TEST(CudaDecoderOps, NormAndArgmaxAtModelSizes) {

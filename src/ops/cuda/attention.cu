@@ -17,13 +17,10 @@
 //   o_c      a thread per (head, pair of dims): two fma chains over j increasing;
 //
 // and writes (m_c, l_c) and o_c[d] into the workspace. The last block of a (row, kv head, group)
-// to finish then folds the group's chunks in increasing c from (-inf, +0, +0) and stores
-// out_i = div(o_i, l): per tile of up to 32 chunks, lane 0 of head h's warp runs the running max
-// (the m before each chunk), lane k makes chunk k's fold factors with attention_fold_factors (the
-// values a sequential fold computes), and a thread per (head, pair of dims) folds o_i and its own
-// copy of l chunk by chunk. Which block is last is decided by an arrival counter per (row, kv
-// head, group): the counter elects a block and carries no value, so no byte depends on the order
-// of arrival, and the elected block leaves it at zero for the next call.
+// to finish then folds the group's chunks in increasing c and stores the output rows
+// (attention_fold.cuh). Which block is last is decided by an arrival counter per (row, kv head,
+// group): the counter elects a block and carries no value, so no byte depends on the order of
+// arrival, and the elected block leaves it at zero for the next call.
 //
 // Workspace: for each (row, head) a fixed number of slots per call (the visible chunk count of a
 // row at max_position, an upper bound for every row: rows of a verify block see different numbers
@@ -35,6 +32,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "ops/cuda/attention_fold.cuh"
+#include "ops/cuda/attention_tile.cuh"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/decoder_ops.h"
 #include "order/attention.h"
@@ -48,8 +47,6 @@ constexpr int kChunk = order::kAttentionChunk;
 constexpr int kBlock = 256, kBlockWarps = kBlock / 32;
 constexpr int kGroupHeads = 8;                 // query heads per block, at most (one warp each)
 constexpr int kWeightStride = kChunk + 4;      // e_j rows in shared memory (16-byte aligned)
-constexpr int kFoldTile = 32;                  // chunks whose fold factors are made at once
-constexpr int kFoldBatch = 8;                  // chunks' o_c loaded before their folds
 constexpr int kMaxPairs = (kGroupHeads * order::kMaxHeadDim / 2 + kBlock - 1) / kBlock;  // per thread
 constexpr int kFewPairs = 2;  // pairs per thread of the common shapes (a group's heads times d/2 <= 512)
 constexpr std::size_t kTileCap = 64 * 1024;    // V bytes staged at once
@@ -57,8 +54,6 @@ constexpr std::size_t kKeyTileCap = 72 * 1024;  // K bytes staged at once (a chu
 constexpr int kKeyPad = 16;                     // bytes after each staged key row: conflict-free 16-byte reads
 constexpr std::int64_t kMaxGrid = std::numeric_limits<int>::max();  // blocks in a 1-D grid
 static_assert(kGroupHeads <= kBlockWarps, "the fold keeps head h's running max in warp h");
-
-EXACTQ_HD float negative_infinity() { return float_from_bits(0xff800000u); }
 
 // A row's position, clamped into [0, max_position] (the caller checked it on the host; a value out
 // of range must still read no memory outside the cache).
@@ -96,81 +91,8 @@ __host__ __device__ inline Layout layout(int group_heads, int d, std::size_t e) 
   l.q = l.keys + l.key_rows * key_row;
   l.weights = l.q + std::size_t(group_heads) * std::size_t(d) * sizeof(float);
   l.fold = l.weights + std::size_t(group_heads) * kWeightStride * sizeof(float);
-  l.total = l.fold + std::size_t(kGroupHeads) * kFoldTile * (3 * sizeof(float) + sizeof(order::FoldFactors));
+  l.total = l.fold + fold_shared_bytes(kGroupHeads);
   return l;
-}
-
-// s_j for key row `key` and the scaled query row `q`, both in shared memory (16-byte aligned):
-// partial u takes dims u, u + 8, ..., one 16-byte step (32 at f32) feeding all eight.
-template <DType T>
-__device__ __forceinline__ float score(const float* q, const std::byte* key, int d) {
-  constexpr int kWords = T == DType::f32 ? 2 : 1;  // 16-byte words per step of 8 dims
-  float part[order::kDotPartials];
-#pragma unroll
-  for (int u = 0; u < order::kDotPartials; ++u) part[u] = 0.0f;
-#pragma unroll 4
-  for (int i = 0; i < d; i += order::kDotPartials) {
-    uint4 raw[kWords];
-#pragma unroll
-    for (int w = 0; w < kWords; ++w) raw[w] = reinterpret_cast<const uint4*>(key + std::size_t(i) * dtype_size(T))[w];
-    const float4 q0 = *reinterpret_cast<const float4*>(q + i), q1 = *reinterpret_cast<const float4*>(q + i + 4);
-    const float qs[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
-    unsigned words[4 * kWords];
-#pragma unroll
-    for (int w = 0; w < kWords; ++w)
-      words[4 * w] = raw[w].x, words[4 * w + 1] = raw[w].y, words[4 * w + 2] = raw[w].z, words[4 * w + 3] = raw[w].w;
-#pragma unroll
-    for (int u = 0; u < order::kDotPartials; ++u) {
-      float k;  // dim i + u, widened exactly (the hardware's conversions: load_f32's values)
-      if constexpr (T == DType::f32)
-        k = __uint_as_float(words[u]);
-      else
-        k = widen_half(u % 2 ? words[u / 2] >> 16 : words[u / 2] & 0xffffu, T);
-      part[u] = order::attention_dot_step(part[u], qs[u], k);
-    }
-  }
-#pragma unroll
-  for (int step = 0; step < order::kDotButterflySteps; ++step) {
-    const int mask = order::dot_butterfly_mask(step);
-    float next[order::kDotPartials];
-#pragma unroll
-    for (int u = 0; u < order::kDotPartials; ++u) next[u] = order::attention_dot_butterfly_step(part[u], part[u ^ mask]);
-#pragma unroll
-    for (int u = 0; u < order::kDotPartials; ++u) part[u] = next[u];
-  }
-  return part[0];
-}
-
-// The largest of a warp's values, the earliest of equal ones as a scan in lane order keeps it:
-// each step keeps the upper half's value only where it is strictly larger.
-__device__ __forceinline__ float warp_max_in_order(float m) {
-  const int lane = threadIdx.x % 32;
-  for (int mask = 1; mask < 32; mask *= 2) {
-    const float other = __shfl_xor_sync(0xffffffffu, m, mask);
-    const bool upper = lane & mask;
-    m = order::attention_max_step(upper ? other : m, upper ? m : other);
-  }
-  return m;
-}
-
-// `rows` cache rows from `from` (rows `stride` bytes apart) into a tile whose rows are `pitch`
-// bytes apart, by 16-byte cp.async (consecutive threads on consecutive pieces: whole sectors), as
-// one commit group.
-__device__ __forceinline__ void stage_rows(std::byte* tile, int pitch, const std::byte* from, std::size_t stride, int rows,
-                                           int row_bytes) {
-  const int pieces = row_bytes / 16;
-  for (int x = threadIdx.x; x < rows * pieces; x += kBlock)
-    copy_async_if<16>(true, tile + (x / pieces) * pitch + (x % pieces) * 16,
-                      from + std::size_t(x / pieces) * stride + std::size_t(x % pieces) * 16);
-  commit_async_copies();
-}
-
-// Two consecutive stored values (dims 2p, 2p + 1 of a staged row), widened.
-template <DType T>
-__device__ __forceinline__ float2 load_pair(const std::byte* row, int pair) {
-  if constexpr (T == DType::f32) return reinterpret_cast<const float2*>(row)[pair];
-  const unsigned w = reinterpret_cast<const unsigned*>(row)[pair];
-  return make_float2(load_f32(&w, 0, T), load_f32(&w, 1, T));
 }
 
 template <DType T, int PAIRS>
@@ -207,8 +129,8 @@ __global__ void __launch_bounds__(kBlock) attention_kernel(const std::byte* q, c
   // then V, which lands during the scores.
   std::byte* key_tile = shared + L.keys;
   const int key_rows = int(L.key_rows), key_pitch = row_bytes + kKeyPad;
-  stage_rows(key_tile, key_pitch, k_rows, stride, count < key_rows ? count : key_rows, row_bytes);
-  stage_rows(tile, row_bytes, v_rows, stride, count < tile_rows ? count : tile_rows, row_bytes);
+  stage_rows<kBlock>(key_tile, key_pitch, k_rows, stride, count < key_rows ? count : key_rows, row_bytes);
+  stage_rows<kBlock>(tile, row_bytes, v_rows, stride, count < tile_rows ? count : tile_rows, row_bytes);
   for (int x = tid; x < nh * d; x += kBlock)
     q_scaled[x] = order::mul(load_f32(q, std::size_t((row * heads + head0) * d + x), T), scale);
   for (int j0 = 0; j0 < count; j0 += key_rows) {  // one tile of keys but at d = 512 in f32
@@ -217,7 +139,7 @@ __global__ void __launch_bounds__(kBlock) attention_kernel(const std::byte* q, c
       wait_async_copies<1>();  // the keys (the values may still be on their way)
     } else {
       __syncthreads();  // the last tile's keys are read
-      stage_rows(key_tile, key_pitch, k_rows + std::size_t(j0) * stride, stride, rows, row_bytes);
+      stage_rows<kBlock>(key_tile, key_pitch, k_rows + std::size_t(j0) * stride, stride, rows, row_bytes);
       wait_async_copies<0>();
     }
     __syncthreads();
@@ -275,7 +197,7 @@ __global__ void __launch_bounds__(kBlock) attention_kernel(const std::byte* q, c
     __syncthreads();  // the tile is read: the next one may land in it
     if (j0 + tile_rows < count) {
       const int next = count - j0 - tile_rows;
-      stage_rows(tile, row_bytes, v_rows + std::size_t(j0 + tile_rows) * stride, stride, next < tile_rows ? next : tile_rows,
+      stage_rows<kBlock>(tile, row_bytes, v_rows + std::size_t(j0 + tile_rows) * stride, stride, next < tile_rows ? next : tile_rows,
                  row_bytes);
     }
   }
@@ -296,67 +218,8 @@ __global__ void __launch_bounds__(kBlock) attention_kernel(const std::byte* q, c
   if (!last_block) return;
   __threadfence();
 
-  float* maxima = reinterpret_cast<float*>(shared + L.fold);
-  float* sums = maxima + kGroupHeads * kFoldTile;
-  float* before = sums + kGroupHeads * kFoldTile;  // the running max before each chunk of the tile
-  auto* factors = reinterpret_cast<order::FoldFactors*>(before + kGroupHeads * kFoldTile);
-  const std::size_t first_record = (std::size_t(row) * heads + head0) * std::size_t(slots);
-  float o[PAIRS][2], l[PAIRS];
-#pragma unroll
-  for (int u = 0; u < PAIRS; ++u) o[u][0] = o[u][1] = l[u] = 0.0f;
-  float running = negative_infinity();  // head `warp`'s running max, in its lane 0
-  for (int base = 0; base < chunks; base += kFoldTile) {
-    const int n = chunks - base < kFoldTile ? chunks - base : kFoldTile;
-    for (int x = tid; x < nh * kFoldTile; x += kBlock) {
-      const int h = x / kFoldTile, k = x % kFoldTile;
-      if (k < n) {
-        const float2 s = __ldcg(stats + first_record + std::size_t(h) * slots + base + k);
-        maxima[h * kFoldTile + k] = s.x;
-        sums[h * kFoldTile + k] = s.y;
-      }
-    }
-    __syncthreads();
-    if (warp < nh) {
-      const int h = warp;
-      if (lane == 0)
-        for (int k = 0; k < n; ++k) {
-          before[h * kFoldTile + k] = running;
-          running = order::attention_max_step(running, maxima[h * kFoldTile + k]);
-        }
-      __syncwarp();
-      if (lane < n) factors[h * kFoldTile + lane] = order::attention_fold_factors(before[h * kFoldTile + lane], maxima[h * kFoldTile + lane]);
-    }
-    __syncthreads();
-#pragma unroll
-    for (int u = 0; u < PAIRS; ++u) {
-      const int x = tid + u * kBlock, h = x / pairs, p = x % pairs;
-      if (x >= nh * pairs) break;
-      const float2* oc = reinterpret_cast<const float2*>(o_c + (first_record + std::size_t(h) * slots + base) * std::size_t(d)) + p;
-      for (int k0 = 0; k0 < n; k0 += kFoldBatch) {  // the batch's loads first, then its folds in c order
-        float2 chunk[kFoldBatch];
-#pragma unroll
-        for (int b = 0; b < kFoldBatch; ++b)
-          if (k0 + b < n) chunk[b] = __ldcg(oc + std::size_t(k0 + b) * std::size_t(pairs));
-#pragma unroll
-        for (int b = 0; b < kFoldBatch; ++b) {
-          if (k0 + b >= n) break;
-          const order::FoldFactors f = factors[h * kFoldTile + k0 + b];
-          l[u] = order::attention_fold_value(l[u], sums[h * kFoldTile + k0 + b], f);
-          o[u][0] = order::attention_fold_value(o[u][0], chunk[b].x, f);
-          o[u][1] = order::attention_fold_value(o[u][1], chunk[b].y, f);
-        }
-      }
-    }
-    __syncthreads();  // the tile's factors are read: the next tile may overwrite them
-  }
-#pragma unroll
-  for (int u = 0; u < PAIRS; ++u) {
-    const int x = tid + u * kBlock, h = x / pairs, p = x % pairs;
-    if (x >= nh * pairs) break;
-    const std::size_t at = (std::size_t(row) * heads + head0 + h) * std::size_t(d) + 2 * std::size_t(p);
-    store_f32(out, at, T, order::div(o[u][0], l[u]));
-    store_f32(out, at + 1, T, order::div(o[u][1], l[u]));
-  }
+  fold_chunks<T, PAIRS, kBlock, kGroupHeads>(stats, o_c, (std::size_t(row) * heads + head0) * std::size_t(slots), slots, chunks,
+                                             nh, d, shared + L.fold, out, (std::size_t(row) * heads + head0) * std::size_t(d));
   if (tid == 0) *counter = 0u;  // ready for the next call
 }
 

@@ -6,9 +6,9 @@
 # at exit. Extra arguments go to ctest (e.g. -R Format).
 #
 # Left out here (the plain run has them all): the tests that decode hundreds of tokens with the
-# trained pair through the speculative loop, in the CLI, the server or the engine. They run the
-# same ops, parsers, server and CLI paths as the tests kept, many times over, and took a third of
-# the sanitized run.
+# trained pair or a made checkpoint through the speculative loop, in the CLI (the main job among
+# them), the server or the engine. They run the same ops, parsers, server and CLI paths as the
+# tests kept, many times over, and took a third of the sanitized run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -16,5 +16,5 @@ cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DEXACTQ_CUDA=OFF
 ninja -C build-sanitize -j"$(nproc)"
 export ASAN_OPTIONS=halt_on_error=1:abort_on_error=1:detect_leaks=1:check_initialization_order=1:strict_init_order=1:detect_stack_use_after_return=1
 export UBSAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1
-long='^(TrainedPair\..*|CliServeLoad\.WithTheDraftModelTheResponsesAreTheClassicSoloRuns|CliBenchSpec\.(MixedPromptLengthsUpToBlock16EveryExactArmIdentical|PromptFileWithTheTrainedPair)|Speculative\.(OtherDraftModelLookupAndReplayEqualClassicWithRejections|AdaptiveWidthChangesTheRoundsNotTheOutput))$'
+long='^(TrainedPair\..*|Cli\.DemoComparesClassicAndSpeculativeDecode|CliServeLoad\.WithTheDraftModelTheResponsesAreTheClassicSoloRuns|CliBenchSpec\.(MixedPromptLengthsUpToBlock16EveryExactArmIdentical|PromptFileWithTheTrainedPair)|Speculative\.(OtherDraftModelLookupAndReplayEqualClassicWithRejections|AdaptiveWidthChangesTheRoundsNotTheOutput))$'
 ctest --test-dir build-sanitize --output-on-failure -j"$(nproc)" -E "$long" "$@"

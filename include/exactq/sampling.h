@@ -8,7 +8,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <span>
+#include <utility>
+#include <vector>
 
 #include "exactq/generate.h"
 
@@ -38,5 +42,21 @@ std::int32_t sample_token(std::span<const float> logits, const SamplingOptions& 
 // A picker for GreedyOptions that samples each row of the decoder's logits at its position (an
 // empty picker, the argmax on the backend, where options.greedy()).
 TokenPicker sampling_picker(const SamplingOptions& options);
+
+// A token's log probability under the model's distribution (the softmax of the row's logits at
+// temperature 1; a NaN logit has probability 0), and the `top` most likely tokens with theirs
+// (ties to the lower id). Each is logit - max - log(sum of exp(logit - max)), in double, the sum
+// over the ids in increasing order: a function of the row's bytes alone.
+struct TokenLogprobs {
+  double logprob = 0;
+  std::vector<std::pair<std::int32_t, double>> top;
+};
+TokenLogprobs token_logprobs(std::span<const float> logits, std::int32_t token, int top);
+
+// sampling_picker's tokens (the argmax of order/argmax.h where options.greedy(), as the backend's
+// argmax), with each picked row's token_logprobs written to `into` under its position (a position
+// picked again, in a later verify block, gets the same bytes and so the same entry).
+TokenPicker logprob_picker(const SamplingOptions& options, int top,
+                           std::shared_ptr<std::map<std::int64_t, TokenLogprobs>> into);
 
 }  // namespace exactq

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "exactq/dtype.h"
+#include "order/argmax.h"
 
 namespace exactq {
 
@@ -99,6 +100,54 @@ TokenPicker sampling_picker(const SamplingOptions& options) {
     for (std::int64_t r = 0; r < rows; ++r) {
       for (std::int64_t i = 0; i < vocab; ++i) row[std::size_t(i)] = load_f32(bytes.data(), std::size_t(r * vocab + i), decoder.dtype());
       tokens.push_back(sample_token(row, options, position + r));
+    }
+    return tokens;
+  };
+}
+
+TokenLogprobs token_logprobs(std::span<const float> logits, std::int32_t token, int top) {
+  if (logits.empty()) throw std::invalid_argument("token_logprobs: an empty row of logits");
+  if (token < 0 || std::size_t(token) >= logits.size())
+    throw std::invalid_argument("token_logprobs: token " + std::to_string(token) + " is outside the row");
+  if (top < 0) throw std::invalid_argument("token_logprobs: top = " + std::to_string(top) + " must be >= 0");
+  double max = -INFINITY;
+  for (const float v : logits)
+    if (!std::isnan(v)) max = std::max(max, double(v));
+  double sum = 0;
+  if (std::isfinite(max))
+    for (const float v : logits)
+      if (!std::isnan(v)) sum += std::exp(double(v) - max);
+  auto logprob = [&](std::size_t i) -> double {
+    const float v = logits[i];
+    if (std::isnan(v) || !(sum > 0)) return -INFINITY;
+    return double(v) - max - std::log(sum);
+  };
+  TokenLogprobs out{logprob(std::size_t(token)), {}};
+  std::vector<std::size_t> ids(logits.size());
+  std::iota(ids.begin(), ids.end(), std::size_t(0));
+  const std::size_t n = std::min(ids.size(), std::size_t(top));
+  auto value = [&](std::size_t i) -> double { return std::isnan(logits[i]) ? -INFINITY : double(logits[i]); };
+  std::partial_sort(ids.begin(), ids.begin() + std::ptrdiff_t(n), ids.end(),
+                    [&](std::size_t a, std::size_t b) { return value(a) > value(b) || (value(a) == value(b) && a < b); });
+  for (std::size_t i = 0; i < n; ++i) out.top.emplace_back(std::int32_t(ids[i]), logprob(ids[i]));
+  return out;
+}
+
+TokenPicker logprob_picker(const SamplingOptions& options, int top,
+                           std::shared_ptr<std::map<std::int64_t, TokenLogprobs>> into) {
+  validate(options);
+  if (!into) throw std::invalid_argument("logprob_picker: no map to write into");
+  return [options, top, into](Decoder& decoder, std::int64_t position) {
+    const std::vector<std::byte> bytes = decoder.logits();
+    const std::int64_t rows = decoder.logits_rows(), vocab = decoder.vocab_size();
+    std::vector<float> row(static_cast<std::size_t>(vocab));
+    std::vector<std::int32_t> tokens;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (std::int64_t i = 0; i < vocab; ++i) row[std::size_t(i)] = load_f32(bytes.data(), std::size_t(r * vocab + i), decoder.dtype());
+      const std::int32_t token = options.greedy() ? std::int32_t(order::argmax(row.data(), vocab))
+                                                  : sample_token(row, options, position + r);
+      tokens.push_back(token);
+      (*into)[position + r] = token_logprobs(row, token, top);
     }
     return tokens;
   };

@@ -1,6 +1,9 @@
 #include "serve/api.h"
 
+#include <algorithm>
+#include <cmath>
 #include <set>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -147,7 +150,12 @@ ParsedRequest parse_completion(std::string_view body, const ApiContext& c) {
   ParsedRequest r;
   parse_common(j, c, r, "max_tokens", 16);
   if (j.contains("echo") && !j["echo"].is_null() && j["echo"] != false) bad("echo", "only false is supported");
-  if (j.contains("logprobs") && !j["logprobs"].is_null()) bad("logprobs", "is not supported yet");
+  if (j.contains("logprobs") && !j["logprobs"].is_null()) {
+    const std::int64_t n = integer(j, "logprobs", 0, 0);
+    if (n > 5) bad("logprobs", fmt::format("at most 5 alternatives, not {}", n));
+    r.spec.logprobs = int(n);
+  }
+  if (r.spec.logprobs >= 0 && r.stream) bad("logprobs", "is not supported with stream yet");
   require_default(j, "best_of", 1);
   if (!j.contains("prompt")) bad("prompt", "is required");
   const json& p = j["prompt"];
@@ -174,11 +182,21 @@ ParsedRequest parse_chat(std::string_view body, const ApiContext& c) {
   const json j = parse_object(body);
   refuse_unknown(j, {"model", "messages", "max_tokens", "max_completion_tokens", "stop", "stream", "stream_options",
                      "temperature", "top_p", "top_k", "n", "seed", "user", "presence_penalty", "frequency_penalty",
-                     "logit_bias", "logprobs"});
+                     "logit_bias", "logprobs", "top_logprobs"});
   ParsedRequest r;
   const bool completion_key = j.contains("max_completion_tokens") && !j["max_completion_tokens"].is_null();
   parse_common(j, c, r, completion_key ? "max_completion_tokens" : "max_tokens", 0);
-  if (j.contains("logprobs") && !j["logprobs"].is_null() && j["logprobs"] != false) bad("logprobs", "is not supported yet");
+  if (j.contains("logprobs") && !j["logprobs"].is_null()) {
+    if (!j["logprobs"].is_boolean()) bad("logprobs", fmt::format("must be a boolean, not {}", type_name(j["logprobs"])));
+    if (j["logprobs"].get<bool>()) r.spec.logprobs = 0;
+  }
+  if (j.contains("top_logprobs") && !j["top_logprobs"].is_null()) {
+    const std::int64_t n = integer(j, "top_logprobs", 0, 0);
+    if (n > 20) bad("top_logprobs", fmt::format("at most 20, not {}", n));
+    if (r.spec.logprobs < 0) bad("top_logprobs", "needs logprobs: true");
+    r.spec.logprobs = int(n);
+  }
+  if (r.spec.logprobs >= 0 && r.stream) bad("logprobs", "is not supported with stream yet");
   if (!j.contains("messages")) bad("messages", "is required");
   const json& ms = j["messages"];
   if (!ms.is_array() || ms.empty()) bad("messages", "must be a non-empty array of messages");
@@ -223,15 +241,62 @@ json usage(const ParsedRequest& r, const Outcome& o) {
   return {{"prompt_tokens", p}, {"completion_tokens", n}, {"total_tokens", p + n}};
 }
 
+namespace {
+
+// A token's text (special tokens as their text) and its bytes.
+std::string token_string(const Tokenizer& t, std::int32_t id) { return t.decode(std::span<const std::int32_t>(&id, 1)); }
+json bytes_of(const std::string& s) {
+  json b = json::array();
+  for (const unsigned char c : s) b.push_back(int(c));
+  return b;
+}
+
+// OpenAI's logprobs objects for the generated tokens: the completions' (tokens, token_logprobs,
+// top_logprobs, text_offset) or the chat's content list. Log probabilities that are -inf (a NaN
+// logit) are written as null.
+json logprobs_json(const Tokenizer& t, const ParsedRequest& r, const Outcome& o, bool chat) {
+  const std::size_t n = std::min(o.tokens.size(), o.logprobs.size());
+  auto number = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
+  if (chat) {
+    json content = json::array();
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::string text = token_string(t, o.tokens[i]);
+      json top = json::array();
+      for (const auto& [id, lp] : o.logprobs[i].top) {
+        const std::string alt = token_string(t, id);
+        top.push_back({{"token", alt}, {"logprob", number(lp)}, {"bytes", bytes_of(alt)}});
+      }
+      content.push_back({{"token", text}, {"logprob", number(o.logprobs[i].logprob)}, {"bytes", bytes_of(text)}, {"top_logprobs", top}});
+    }
+    return {{"content", content}};
+  }
+  json tokens = json::array(), values = json::array(), offsets = json::array(), tops = json::array();
+  std::size_t offset = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    tokens.push_back(token_string(t, o.tokens[i]));
+    values.push_back(number(o.logprobs[i].logprob));
+    offsets.push_back(std::min(offset, o.text.size()));
+    offset += t.decode(std::span<const std::int32_t>(&o.tokens[i], 1), true).size();
+    json top = json::object();
+    for (const auto& [id, lp] : o.logprobs[i].top) top[token_string(t, id)] = number(lp);
+    tops.push_back(top);
+  }
+  return {{"tokens", tokens}, {"token_logprobs", values}, {"top_logprobs", r.spec.logprobs > 0 ? tops : json(nullptr)},
+          {"text_offset", offsets}};
+}
+
+}  // namespace
+
 json completion_response(const std::string& id, const std::string& model, std::int64_t created, const ParsedRequest& r,
-                         const Outcome& o, bool chat) {
+                         const Outcome& o, bool chat, const Tokenizer* tokenizer) {
   json choice = {{"index", 0}, {"finish_reason", to_string(o.finish)}};
+  const json logprobs = r.spec.logprobs >= 0 && tokenizer ? logprobs_json(*tokenizer, r, o, chat) : json(nullptr);
   if (chat) {
     choice["message"] = {{"role", "assistant"}, {"content", o.text}};
-    choice["logprobs"] = nullptr;
+    choice["logprobs"] = logprobs;
   } else {
     choice["text"] = o.text;
-    choice["logprobs"] = nullptr;
+    choice["logprobs"] = logprobs;
     choice["token_ids"] = o.tokens;
   }
   return {{"id", id}, {"object", chat ? "chat.completion" : "text_completion"}, {"created", created}, {"model", model},

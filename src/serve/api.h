@@ -47,8 +47,11 @@ ParsedRequest parse_completion(std::string_view body, const ApiContext& context)
 ParsedRequest parse_chat(std::string_view body, const ApiContext& context);
 
 // The non-streamed response bodies, and the streamed chunks (without the SSE framing).
+// With request.spec.logprobs >= 0 and a tokenizer, the choice's logprobs carry each generated
+// token's (Outcome::logprobs).
 nlohmann::json completion_response(const std::string& id, const std::string& model, std::int64_t created,
-                                   const ParsedRequest& request, const Outcome& outcome, bool chat);
+                                   const ParsedRequest& request, const Outcome& outcome, bool chat,
+                                   const Tokenizer* tokenizer = nullptr);
 nlohmann::json completion_chunk(const std::string& id, const std::string& model, std::int64_t created, bool chat,
                                 const std::string& text, const char* finish_reason);
 nlohmann::json usage(const ParsedRequest& request, const Outcome& outcome);

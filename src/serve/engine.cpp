@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <map>
+#include <memory>
 
 #include "exactq/generate.h"
 
@@ -51,8 +53,10 @@ void Engine::run(Job& job) {
   GreedyOptions options;
   options.max_tokens = spec.max_tokens;
   options.stop_ids = stop_ids_;
-  // The sampler picks by (seed, position) alone, so classic and speculative decode agree on it.
-  options.picker = sampling_picker(spec.sampling);
+  // The sampler picks by (seed, position) alone, so classic and speculative decode agree on it;
+  // with logprobs the picker also records each position's, from the same logits.
+  const auto logprobs = std::make_shared<std::map<std::int64_t, TokenLogprobs>>();
+  options.picker = spec.logprobs >= 0 ? logprob_picker(spec.sampling, spec.logprobs, logprobs) : sampling_picker(spec.sampling);
   Tokenizer::Stream stream = tokenizer_.stream(true);
   std::string text;          // every byte decoded so far, up to a stop string
   std::size_t emitted = 0;   // the bytes of text given to the job
@@ -109,6 +113,11 @@ void Engine::run(Job& job) {
       outcome.finish = Finish::cancelled;
   }
   outcome.text = text.substr(0, emitted);
+  if (spec.logprobs >= 0)
+    for (std::size_t i = 0; i < outcome.tokens.size(); ++i) {
+      const auto it = logprobs->find(std::int64_t(spec.prompt.size() + i));
+      if (it != logprobs->end()) outcome.logprobs.push_back(it->second);
+    }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   metrics_.count_generation(std::int64_t(spec.prompt.size()), std::int64_t(outcome.tokens.size()), seconds);
   job.finish(std::move(outcome));

@@ -133,7 +133,7 @@ void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& 
     else if (o.finish == Finish::cancelled)
       send_error(res, ApiError(503, "the request was cancelled: the server is shutting down", "", "cancelled", "server_error"));
     else
-      res.set_content(dump(completion_response(id, model, created, r, o, chat)), "application/json");
+      res.set_content(dump(completion_response(id, model, created, r, o, chat, api.tokenizer)), "application/json");
     return;
   }
   res.set_header("Cache-Control", "no-cache");

@@ -27,6 +27,9 @@ struct GenerationSpec {
   std::int64_t max_tokens = 16;
   std::vector<std::string> stop;  // the text ends before the first occurrence of any of these
   SamplingOptions sampling;       // greedy by default
+  // -1: none; else each generated token's log probability and this many most likely alternatives
+  // (token_logprobs), reported in Outcome::logprobs.
+  int logprobs = -1;
 };
 
 enum class Finish : std::uint8_t { stop, length, cancelled, failed };
@@ -37,6 +40,7 @@ struct Outcome {
   std::string text;                  // their text, special tokens skipped, cut before a stop string
   Finish finish = Finish::length;
   std::string error;  // where finish is failed
+  std::vector<TokenLogprobs> logprobs;  // one per token, where the spec asks for them
 };
 
 class Job {

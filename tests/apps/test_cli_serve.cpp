@@ -106,6 +106,42 @@ TEST(CliServe, CompletionsOfTextAndIdsAreTheSoloRunsAndStreamTheSameText) {
   EXPECT_TRUE(s.log_shows("POST /v1/completions 200")) << s.log();
 }
 
+// logprobs on the HTTP API: each generated token's log probability and its alternatives, the
+// tokens the solo run's, and the same numbers from a server decoding speculatively (prompt lookup)
+// as from a classic one. Control: another prompt's logprobs differ.
+TEST(CliServe, LogprobsAreTheSoloTokensAndTheSameWithSpeculativeDecode) {
+  ServeProcess classic({"--model", kTarget}), lookup({"--model", kTarget, "--lookup", "3"});
+  ASSERT_TRUE(classic.ok());
+  ASSERT_TRUE(lookup.ok());
+  const std::string prompt = "def parse_args(argv):\n";
+  const Solo solo = solo_run("--prompt '" + prompt + "'", 12);
+  const json body = {{"prompt", prompt}, {"max_tokens", 12}, {"logprobs", 2}};
+  const json a = post(classic, "/v1/completions", body), b = post(lookup, "/v1/completions", body);
+  ASSERT_TRUE(same_as_solo(a, solo)) << a.dump();
+  const json& lp = a["choices"][0]["logprobs"];
+  ASSERT_TRUE(lp.is_object()) << a.dump();
+  const std::size_t n = a["choices"][0]["token_ids"].size();
+  ASSERT_EQ(lp["tokens"].size(), n);
+  ASSERT_EQ(lp["token_logprobs"].size(), n);
+  ASSERT_EQ(lp["top_logprobs"].size(), n);
+  ASSERT_EQ(lp["text_offset"].size(), n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const double chosen = lp["token_logprobs"][i].get<double>();
+    EXPECT_LE(chosen, 0.0);
+    ASSERT_EQ(lp["top_logprobs"][i].size(), 2u) << lp.dump();
+    double best = -1e300;
+    for (const auto& [token, value] : lp["top_logprobs"][i].items()) best = std::max(best, value.get<double>());
+    EXPECT_EQ(chosen, best) << "greedy: the chosen token is the most likely, token " << i;
+    if (i > 0) EXPECT_GE(lp["text_offset"][i].get<int>(), lp["text_offset"][i - 1].get<int>());
+  }
+  EXPECT_EQ(a["choices"][0]["logprobs"], b["choices"][0]["logprobs"]) << "speculative decode reports classic's numbers";
+  const json other = post(lookup, "/v1/completions", {{"prompt", "import os\n"}, {"max_tokens", 12}, {"logprobs", 2}});
+  EXPECT_NE(a["choices"][0]["logprobs"], other["choices"][0]["logprobs"]) << "the control";
+  const json plain = post(classic, "/v1/completions", {{"prompt", prompt}, {"max_tokens", 12}});
+  EXPECT_TRUE(plain["choices"][0]["logprobs"].is_null());
+  expect_error(classic, {{"prompt", prompt}, {"logprobs", 1}, {"stream", true}}, 400, "logprobs");
+}
+
 TEST(CliServe, BadRequestsGetOpenAIErrorsAndTheServerStaysUp) {
   ServeProcess s({"--model", kTarget, "--context", "64"});
   ASSERT_TRUE(s.ok());

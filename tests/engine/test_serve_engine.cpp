@@ -2,9 +2,15 @@
 // scheduler running jobs on the shipped pycode model with greedy_decode's tokens.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
 #include "exactq/backend.h"
 #include "exactq/decoder.h"
 #include "exactq/generate.h"
+#include "exactq/sampling.h"
+#include "exactq/speculative.h"
 #include "serve/api.h"
 #include "serve/chat_template.h"
 #include "serve/engine.h"
@@ -79,6 +85,110 @@ TEST(ServeApi, RequestsParseOrAreRefusedNamingTheParameter) {
   EXPECT_EQ(refused(R"({"prompt": "x", "max_tokens": 18446744073709551615})"), std::make_pair(400, std::string("max_tokens")));
   EXPECT_EQ(refused("{\"prompt\": \"\\ud800\"}").first, 400);
   EXPECT_EQ(refused(R"({"prompt": "x"})").first, 0) << "the control: a good request parses";
+}
+
+TEST(ServeApi, LogprobsParseOrAreRefusedNamingTheParameter) {
+  Pycode p;
+  const ApiContext c{"pycode-target", &p.tokenizer, p.decoder.vocab_size(), 256, nullptr, "no chat template"};
+  EXPECT_EQ(parse_completion(R"({"prompt": "x"})", c).spec.logprobs, -1);
+  EXPECT_EQ(parse_completion(R"({"prompt": "x", "logprobs": 0})", c).spec.logprobs, 0);
+  EXPECT_EQ(parse_completion(R"({"prompt": "x", "logprobs": 5})", c).spec.logprobs, 5);
+  auto refused = [&](const char* body) -> std::string {
+    try {
+      parse_completion(body, c);
+    } catch (const ApiError& e) {
+      return std::to_string(e.status) + " " + e.param;
+    }
+    return "parsed";
+  };
+  EXPECT_EQ(refused(R"({"prompt": "x", "logprobs": 6})"), "400 logprobs");
+  EXPECT_EQ(refused(R"({"prompt": "x", "logprobs": -1})"), "400 logprobs");
+  EXPECT_EQ(refused(R"({"prompt": "x", "logprobs": true})"), "400 logprobs");
+  EXPECT_EQ(refused(R"({"prompt": "x", "logprobs": 1, "stream": true})"), "400 logprobs");
+  EXPECT_EQ(refused(R"({"prompt": "x", "logprobs": null, "stream": true})"), "parsed") << "the control";
+}
+
+// Each generated token's log probability is the log-softmax of the logits its position had, and
+// the alternatives are the most likely tokens in order: checked against a long double evaluation of
+// the decoder's own logits, re-run token by token (accuracy, 1e-12). Classic and speculative decode
+// report the same bytes (identity); the control is another prompt's, which differ.
+TEST(ServeEngine, LogprobsAreEachPositionsLogSoftmaxAndTheSameInSpeculativeDecode) {
+  Pycode p;
+  Metrics metrics;
+  const std::vector<std::int32_t> prompt = p.tokenizer.encode("def add(a, b):\n    return a + b\n\ndef add(");
+  GenerationSpec spec{prompt, 10, {}};
+  spec.logprobs = 3;
+  auto run = [&](const GenerationSpec& s, bool speculative) {
+    PromptLookupDrafter drafter(3);
+    EngineOptions options;
+    if (speculative) options.speculative = SpeculativeOptions{};
+    Engine engine(p.decoder, &drafter, p.tokenizer, options, metrics);
+    Job job(s);
+    engine.run(job);
+    return job.wait();
+  };
+  const Outcome classic = run(spec, false);
+  ASSERT_FALSE(classic.tokens.empty());
+  ASSERT_EQ(classic.logprobs.size(), classic.tokens.size());
+  GreedyOptions greedy;
+  greedy.max_tokens = 10;
+  greedy.stop_ids = p.tokenizer.eos_ids();
+  EXPECT_EQ(classic.tokens, greedy_decode(p.decoder, prompt, greedy).tokens) << "recording changes no token";
+
+  std::vector<std::int32_t> seen = prompt;
+  for (std::size_t i = 0; i < classic.tokens.size(); ++i) {
+    p.decoder.forward(seen, 0, Decoder::Rows::last);
+    const std::vector<std::byte> bytes = p.decoder.logits();
+    const std::int64_t vocab = p.decoder.vocab_size();
+    std::vector<long double> x(static_cast<std::size_t>(vocab));
+    long double max = -INFINITY;
+    for (std::int64_t j = 0; j < vocab; ++j) max = std::max(max, x[std::size_t(j)] = load_f32(bytes.data(), std::size_t(j), p.decoder.dtype()));
+    long double sum = 0;
+    for (std::int64_t j = vocab - 1; j >= 0; --j) sum += std::exp(x[std::size_t(j)] - max);
+    auto want = [&](std::int32_t id) { return double(x[std::size_t(id)] - max - std::log(sum)); };
+    const TokenLogprobs& got = classic.logprobs[i];
+    EXPECT_NEAR(got.logprob, want(classic.tokens[i]), 1e-12) << "token " << i;
+    ASSERT_EQ(got.top.size(), 3u);
+    EXPECT_EQ(got.top[0].first, classic.tokens[i]) << "greedy: the chosen token is the most likely";
+    for (std::size_t k = 0; k < got.top.size(); ++k) {
+      EXPECT_NEAR(got.top[k].second, want(got.top[k].first), 1e-12);
+      if (k > 0) EXPECT_GE(x[std::size_t(got.top[k - 1].first)], x[std::size_t(got.top[k].first)]);
+    }
+    for (std::int64_t j = 0; j < vocab; ++j)  // nothing outside the top is more likely than its last
+      if (std::find_if(got.top.begin(), got.top.end(), [&](const auto& t) { return t.first == j; }) == got.top.end())
+        EXPECT_LE(x[std::size_t(j)], x[std::size_t(got.top.back().first)]);
+    seen.push_back(classic.tokens[i]);
+  }
+
+  auto same = [](const Outcome& a, const Outcome& b) {
+    if (a.tokens != b.tokens || a.logprobs.size() != b.logprobs.size()) return false;
+    for (std::size_t i = 0; i < a.logprobs.size(); ++i) {
+      if (std::memcmp(&a.logprobs[i].logprob, &b.logprobs[i].logprob, sizeof(double)) != 0) return false;
+      if (a.logprobs[i].top.size() != b.logprobs[i].top.size()) return false;
+      for (std::size_t k = 0; k < a.logprobs[i].top.size(); ++k)
+        if (a.logprobs[i].top[k].first != b.logprobs[i].top[k].first ||
+            std::memcmp(&a.logprobs[i].top[k].second, &b.logprobs[i].top[k].second, sizeof(double)) != 0)
+          return false;
+    }
+    return true;
+  };
+  const Outcome speculative = run(spec, true);
+  EXPECT_TRUE(same(classic, speculative)) << "speculative decode reports classic's logprobs, bit for bit";
+  EXPECT_EQ(metrics.render(0, true).find("exactq_draft_accepted_total 0\n"), std::string::npos)
+      << "the lookup drafter had drafts accepted";
+  GenerationSpec other = spec;
+  other.prompt = p.tokenizer.encode("import os\n");
+  EXPECT_FALSE(same(classic, run(other, true))) << "the control: another prompt's logprobs differ";
+
+  // Sampled: the recorded token is the sampled one, its logprob its own.
+  GenerationSpec sampled = spec;
+  sampled.sampling.temperature = 1.5;
+  sampled.sampling.seed = 7;
+  const Outcome s1 = run(sampled, false), s2 = run(sampled, true);
+  EXPECT_TRUE(same(s1, s2));
+  GreedyOptions sampler = greedy;
+  sampler.picker = sampling_picker(sampled.sampling);
+  EXPECT_EQ(s1.tokens, greedy_decode(p.decoder, prompt, sampler).tokens);
 }
 
 TEST(ServeScheduler, JobsRunInOrderWithGreedyDecodesTokensAndACancelledJobStops) {

@@ -108,6 +108,54 @@ TEST(ServeApi, LogprobsParseOrAreRefusedNamingTheParameter) {
   EXPECT_EQ(refused(R"({"prompt": "x", "logprobs": null, "stream": true})"), "parsed") << "the control";
 }
 
+// The response's logprobs objects: the completions' four lists and the chat's content entries,
+// each token's text and bytes, -inf as null; chat's logprobs/top_logprobs parse and are refused
+// naming the parameter.
+TEST(ServeApi, LogprobsResponsesHaveOpenAIsShapes) {
+  Pycode p;
+  const ApiContext c{"pycode-target", &p.tokenizer, p.decoder.vocab_size(), 256, nullptr, "no chat template"};
+  auto refused_chat = [&](const char* body) -> std::string {
+    try {
+      parse_chat(body, c);
+    } catch (const ApiError& e) {
+      return std::to_string(e.status) + " " + e.param;
+    }
+    return "parsed";
+  };
+  EXPECT_EQ(refused_chat(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})"), "400 top_logprobs");
+  EXPECT_EQ(refused_chat(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 1})"), "400 logprobs");
+  EXPECT_EQ(refused_chat(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 21})"),
+            "400 top_logprobs");
+  EXPECT_EQ(refused_chat(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 2})"),
+            "400 messages") << "the control: past logprobs, refused only for the missing template";
+
+  const std::vector<std::int32_t> ids = p.tokenizer.encode("x = 1", false);
+  ASSERT_GE(ids.size(), 2u);
+  Outcome o;
+  o.tokens = {ids[0], ids[1]};
+  o.text = p.tokenizer.decode(o.tokens, true);
+  o.logprobs = {{-0.25, {{ids[0], -0.25}, {ids[1], -2.0}}}, {-INFINITY, {{ids[1], -0.5}, {ids[0], -INFINITY}}}};
+  ParsedRequest r;
+  r.spec.prompt = {1};
+  r.spec.logprobs = 2;
+  const auto text = [&](std::int32_t id) { return p.tokenizer.decode(std::vector<std::int32_t>{id}); };
+  const nlohmann::json completion = completion_response("id", "m", 0, r, o, false, &p.tokenizer)["choices"][0]["logprobs"];
+  EXPECT_EQ(completion["tokens"], nlohmann::json({text(ids[0]), text(ids[1])}));
+  EXPECT_EQ(completion["token_logprobs"], nlohmann::json::parse("[-0.25, null]"));
+  EXPECT_EQ(completion["top_logprobs"][0][text(ids[1])], -2.0);
+  EXPECT_EQ(completion["text_offset"], nlohmann::json({0, text(ids[0]).size()}));
+  const nlohmann::json chat = completion_response("id", "m", 0, r, o, true, &p.tokenizer)["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(chat.size(), 2u);
+  EXPECT_EQ(chat[0]["token"], text(ids[0]));
+  EXPECT_EQ(chat[0]["logprob"], -0.25);
+  EXPECT_EQ(chat[0]["bytes"].size(), text(ids[0]).size());
+  EXPECT_EQ(chat[1]["logprob"], nullptr);
+  EXPECT_EQ(chat[1]["top_logprobs"][0]["logprob"], -0.5);
+  EXPECT_EQ(chat[1]["top_logprobs"][1]["logprob"], nullptr);
+  r.spec.logprobs = -1;
+  EXPECT_TRUE(completion_response("id", "m", 0, r, o, true, &p.tokenizer)["choices"][0]["logprobs"].is_null());
+}
+
 // Each generated token's log probability is the log-softmax of the logits its position had, and
 // the alternatives are the most likely tokens in order: checked against a long double evaluation of
 // the decoder's own logits, re-run token by token (accuracy, 1e-12). Classic and speculative decode

@@ -56,7 +56,7 @@ if [[ ${ONLY_SPEC:-0} != 1 ]]; then
   # The kernels' and the decoder ops' tests under the sanitizers (each test's problems are sized for a full GPU, so the
   # slower ones are left to the plain run above).
   kernel_tests='CudaQmv.EqualsCpuMirrorForEveryFormat:CudaQmv.RejectsBadArguments:CudaQmvMma.AccuracyAgainstFloat64AndCpuReference:CudaQmvMma.RejectsWhatItDoesNotServe:CudaQmvMma.FragmentLayoutGivesTheMlxLayoutsBytes:CudaQmvMma.OddGroupCountAtEightBitsGroup128'
-  kernel_tests+=':CudaDecoderOps.EveryOpGivesTheCpuBytes:CudaDecoderOps.NormAndArgmaxAtModelSizes:CudaDecoderOps.NormFusedIntoQmvGivesTheTwoOpsBytes'
+  kernel_tests+=':CudaDecoderOps.EveryOpGivesTheCpuBytes:CudaDecoderOps.NormAndArgmaxAtModelSizes:CudaDecoderOps.NormFusedIntoQmvGivesTheTwoOpsBytes:CudaDecoderOps.NormQmvEpiloguesGiveTheOpsBytes'
   kernel_tests+=':CudaDecoderOps.AttentionSplitOverChunksGivesTheCpuBytes'
   for tool in memcheck racecheck; do
     filter=$kernel_tests

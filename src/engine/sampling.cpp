@@ -25,6 +25,20 @@ std::uint64_t mix(std::uint64_t x) {
   return x;
 }
 
+// The token pick(row, r) gives for each row r of the decoder's logits, the row widened to f32.
+template <typename Pick>
+std::vector<std::int32_t> pick_rows(Decoder& decoder, Pick&& pick) {
+  const std::vector<std::byte> bytes = decoder.logits();
+  const std::int64_t rows = decoder.logits_rows(), vocab = decoder.vocab_size();
+  std::vector<float> row(static_cast<std::size_t>(vocab));
+  std::vector<std::int32_t> tokens;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t i = 0; i < vocab; ++i) row[std::size_t(i)] = load_f32(bytes.data(), std::size_t(r * vocab + i), decoder.dtype());
+    tokens.push_back(pick(std::span<const float>(row), r));
+  }
+  return tokens;
+}
+
 }  // namespace
 
 void validate(const SamplingOptions& o) {
@@ -93,15 +107,7 @@ TokenPicker sampling_picker(const SamplingOptions& options) {
   validate(options);
   if (options.greedy()) return {};
   return [options](Decoder& decoder, std::int64_t position) {
-    const std::vector<std::byte> bytes = decoder.logits();
-    const std::int64_t rows = decoder.logits_rows(), vocab = decoder.vocab_size();
-    std::vector<float> row(static_cast<std::size_t>(vocab));
-    std::vector<std::int32_t> tokens;
-    for (std::int64_t r = 0; r < rows; ++r) {
-      for (std::int64_t i = 0; i < vocab; ++i) row[std::size_t(i)] = load_f32(bytes.data(), std::size_t(r * vocab + i), decoder.dtype());
-      tokens.push_back(sample_token(row, options, position + r));
-    }
-    return tokens;
+    return pick_rows(decoder, [&](std::span<const float> row, std::int64_t r) { return sample_token(row, options, position + r); });
   };
 }
 
@@ -138,18 +144,12 @@ TokenPicker logprob_picker(const SamplingOptions& options, int top,
   validate(options);
   if (!into) throw std::invalid_argument("logprob_picker: no map to write into");
   return [options, top, into](Decoder& decoder, std::int64_t position) {
-    const std::vector<std::byte> bytes = decoder.logits();
-    const std::int64_t rows = decoder.logits_rows(), vocab = decoder.vocab_size();
-    std::vector<float> row(static_cast<std::size_t>(vocab));
-    std::vector<std::int32_t> tokens;
-    for (std::int64_t r = 0; r < rows; ++r) {
-      for (std::int64_t i = 0; i < vocab; ++i) row[std::size_t(i)] = load_f32(bytes.data(), std::size_t(r * vocab + i), decoder.dtype());
-      const std::int32_t token = options.greedy() ? std::int32_t(order::argmax(row.data(), vocab))
+    return pick_rows(decoder, [&](std::span<const float> row, std::int64_t r) {
+      const std::int32_t token = options.greedy() ? std::int32_t(order::argmax(row.data(), std::int64_t(row.size())))
                                                   : sample_token(row, options, position + r);
-      tokens.push_back(token);
       (*into)[position + r] = token_logprobs(row, token, top);
-    }
-    return tokens;
+      return token;
+    });
   };
 }
 

@@ -87,20 +87,23 @@ TEST(ServeApi, RequestsParseOrAreRefusedNamingTheParameter) {
   EXPECT_EQ(refused(R"({"prompt": "x"})").first, 0) << "the control: a good request parses";
 }
 
+// "STATUS PARAM" of the ApiError that `parse` throws on body, or "parsed".
+std::string refusal(ParsedRequest (*parse)(std::string_view, const ApiContext&), const char* body, const ApiContext& c) {
+  try {
+    parse(body, c);
+  } catch (const ApiError& e) {
+    return std::to_string(e.status) + " " + e.param;
+  }
+  return "parsed";
+}
+
 TEST(ServeApi, LogprobsParseOrAreRefusedNamingTheParameter) {
   Pycode p;
   const ApiContext c{"pycode-target", &p.tokenizer, p.decoder.vocab_size(), 256, nullptr, "no chat template"};
   EXPECT_EQ(parse_completion(R"({"prompt": "x"})", c).spec.logprobs, -1);
   EXPECT_EQ(parse_completion(R"({"prompt": "x", "logprobs": 0})", c).spec.logprobs, 0);
   EXPECT_EQ(parse_completion(R"({"prompt": "x", "logprobs": 5})", c).spec.logprobs, 5);
-  auto refused = [&](const char* body) -> std::string {
-    try {
-      parse_completion(body, c);
-    } catch (const ApiError& e) {
-      return std::to_string(e.status) + " " + e.param;
-    }
-    return "parsed";
-  };
+  auto refused = [&](const char* body) { return refusal(parse_completion, body, c); };
   EXPECT_EQ(refused(R"({"prompt": "x", "logprobs": 6})"), "400 logprobs");
   EXPECT_EQ(refused(R"({"prompt": "x", "logprobs": -1})"), "400 logprobs");
   EXPECT_EQ(refused(R"({"prompt": "x", "logprobs": true})"), "400 logprobs");
@@ -114,14 +117,7 @@ TEST(ServeApi, LogprobsParseOrAreRefusedNamingTheParameter) {
 TEST(ServeApi, LogprobsResponsesHaveOpenAIsShapes) {
   Pycode p;
   const ApiContext c{"pycode-target", &p.tokenizer, p.decoder.vocab_size(), 256, nullptr, "no chat template"};
-  auto refused_chat = [&](const char* body) -> std::string {
-    try {
-      parse_chat(body, c);
-    } catch (const ApiError& e) {
-      return std::to_string(e.status) + " " + e.param;
-    }
-    return "parsed";
-  };
+  auto refused_chat = [&](const char* body) { return refusal(parse_chat, body, c); };
   EXPECT_EQ(refused_chat(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})"), "400 top_logprobs");
   EXPECT_EQ(refused_chat(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 1})"), "400 logprobs");
   EXPECT_EQ(refused_chat(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 21})"),

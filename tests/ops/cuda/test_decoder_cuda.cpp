@@ -80,6 +80,19 @@ Bytes changed_weights(Bytes w, DType t) {
   return w;
 }
 
+// A buffer on b holding `host`, and a buffer's bytes back on the host (after b's ops finish).
+std::unique_ptr<Buffer> put(Backend& b, const Bytes& host) {
+  auto buffer = b.allocate(host.size());
+  b.upload(*buffer, host);
+  return buffer;
+}
+Bytes get(Backend& b, const Buffer& buffer) {
+  Bytes host(buffer.bytes().size());
+  b.synchronize();
+  b.download(buffer, host);
+  return host;
+}
+
 constexpr DType kTypes[] = {DType::bf16, DType::f16, DType::f32};
 
 TEST(CudaDecoderOps, EveryOpGivesTheCpuBytes) {
@@ -192,12 +205,6 @@ TEST(CudaDecoderOps, EveryOpGivesTheCpuBytes) {
   EXPECT_EQ(controls, 3 * 4u) << "a changed input must change the compared bytes";
 }
 
-// RMSNorm and argmax at the sizes of real models, where the CUDA kernels take their other paths:
-// rows staged in 16-byte vectors (h a multiple of 8) or element by element, a row past 48 KB of
-// shared memory (h = 16384 in f32), many small rows (per-head q/k norms), y the same buffer as x;
-// argmax over vocabularies of many slices, with the largest value tied across slices (the lowest
-// index must win), NaNs, -inf and an all-NaN row (index 0). Controls: a changed input changes the
-// bytes of each.
 // Backend::norm_qmv on CUDA: y and h_out equal the CPU's add_rmsnorm (rmsnorm without a delta)
 // then qmv, for 4 and 8 bits in bf16 and f16, groups 32, 64 and 128, K from 128 to 8192, 1 to 3
 // vectors, with and without the (1 + w) weights; what it has no kernel for (3 bits, f32, another
@@ -208,17 +215,6 @@ TEST(CudaDecoderOps, NormFusedIntoQmvGivesTheTwoOpsBytes) {
   SCOPED_TRACE(seed_note(seed));
   std::mt19937_64 rng(seed);
   const auto cpu = make_cpu_backend(), cuda = make_cuda_backend();
-  auto put = [](Backend& b, const Bytes& host) {
-    auto buffer = b.allocate(host.size());
-    b.upload(*buffer, host);
-    return buffer;
-  };
-  auto get = [](Backend& b, const Buffer& buffer) {
-    Bytes host(buffer.bytes().size());
-    b.synchronize();
-    b.download(buffer, host);
-    return host;
-  };
   std::size_t controls = 0, cases = 0;
   for (int c = 0; c < 14; ++c) {
     const int bits = c % 2 ? 8 : 4, group = c % 3 == 0 ? 32 : c % 3 == 1 ? 64 : 128;
@@ -282,17 +278,6 @@ TEST(CudaDecoderOps, NormQmvEpiloguesGiveTheOpsBytes) {
   SCOPED_TRACE(seed_note(seed));
   std::mt19937_64 rng(seed);
   const auto cpu = make_cpu_backend(), cuda = make_cuda_backend();
-  auto put = [](Backend& b, const Bytes& host) {
-    auto buffer = b.allocate(host.size());
-    b.upload(*buffer, host);
-    return buffer;
-  };
-  auto get = [](Backend& b, const Buffer& buffer) {
-    Bytes host(buffer.bytes().size());
-    b.synchronize();
-    b.download(buffer, host);
-    return host;
-  };
   std::size_t controls = 0, cases = 0;
   for (int c = 0; c < 16; ++c) {
     const bool rope = c % 2 == 1, interleaved = c % 4 == 3;
@@ -391,6 +376,12 @@ TEST(CudaDecoderOps, NormQmvEpiloguesGiveTheOpsBytes) {
   EXPECT_EQ(get(*cuda, *gy), Bytes(std::size_t(inter) * 2));
 }
 
+// RMSNorm and argmax at the sizes of real models, where the CUDA kernels take their other paths:
+// rows staged in 16-byte vectors (h a multiple of 8) or element by element, a row past 48 KB of
+// shared memory (h = 16384 in f32), many small rows (per-head q/k norms), y the same buffer as x;
+// argmax over vocabularies of many slices, with the largest value tied across slices (the lowest
+// index must win), NaNs, -inf and an all-NaN row (index 0). Controls: a changed input changes the
+// bytes of each.
 TEST(CudaDecoderOps, NormAndArgmaxAtModelSizes) {
   REQUIRE_CUDA_BACKEND();
   const std::uint64_t seed = fresh_seed();

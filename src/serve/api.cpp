@@ -155,7 +155,6 @@ ParsedRequest parse_completion(std::string_view body, const ApiContext& c) {
     if (n > 5) bad("logprobs", fmt::format("at most 5 alternatives, not {}", n));
     r.spec.logprobs = int(n);
   }
-  if (r.spec.logprobs >= 0 && r.stream) bad("logprobs", "is not supported with stream yet");
   require_default(j, "best_of", 1);
   if (!j.contains("prompt")) bad("prompt", "is required");
   const json& p = j["prompt"];
@@ -196,7 +195,6 @@ ParsedRequest parse_chat(std::string_view body, const ApiContext& c) {
     if (r.spec.logprobs < 0) bad("top_logprobs", "needs logprobs: true");
     r.spec.logprobs = int(n);
   }
-  if (r.spec.logprobs >= 0 && r.stream) bad("logprobs", "is not supported with stream yet");
   if (!j.contains("messages")) bad("messages", "is required");
   const json& ms = j["messages"];
   if (!ms.is_array() || ms.empty()) bad("messages", "must be a non-empty array of messages");
@@ -251,46 +249,49 @@ json bytes_of(const std::string& s) {
   return b;
 }
 
+}  // namespace
+
 // OpenAI's logprobs objects for the generated tokens: the completions' (tokens, token_logprobs,
 // top_logprobs, text_offset) or the chat's content list. Log probabilities that are -inf (a NaN
 // logit) are written as null.
-json logprobs_json(const Tokenizer& t, const ParsedRequest& r, const Outcome& o, bool chat) {
-  const std::size_t n = std::min(o.tokens.size(), o.logprobs.size());
+json logprobs_json(const Tokenizer& t, const ParsedRequest& r, std::span<const std::int32_t> tokens_in,
+                   std::span<const TokenLogprobs> logprobs, std::size_t& offset, std::size_t text_bytes, bool chat) {
+  const std::size_t n = std::min(tokens_in.size(), logprobs.size());
   auto number = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
   if (chat) {
     json content = json::array();
     for (std::size_t i = 0; i < n; ++i) {
-      const std::string text = token_string(t, o.tokens[i]);
+      const std::string text = token_string(t, tokens_in[i]);
       json top = json::array();
-      for (const auto& [id, lp] : o.logprobs[i].top) {
+      for (const auto& [id, lp] : logprobs[i].top) {
         const std::string alt = token_string(t, id);
         top.push_back({{"token", alt}, {"logprob", number(lp)}, {"bytes", bytes_of(alt)}});
       }
-      content.push_back({{"token", text}, {"logprob", number(o.logprobs[i].logprob)}, {"bytes", bytes_of(text)}, {"top_logprobs", top}});
+      content.push_back({{"token", text}, {"logprob", number(logprobs[i].logprob)}, {"bytes", bytes_of(text)}, {"top_logprobs", top}});
     }
     return {{"content", content}};
   }
   json tokens = json::array(), values = json::array(), offsets = json::array(), tops = json::array();
-  std::size_t offset = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    tokens.push_back(token_string(t, o.tokens[i]));
-    values.push_back(number(o.logprobs[i].logprob));
-    offsets.push_back(std::min(offset, o.text.size()));
-    offset += t.decode(std::span<const std::int32_t>(&o.tokens[i], 1), true).size();
+    tokens.push_back(token_string(t, tokens_in[i]));
+    values.push_back(number(logprobs[i].logprob));
+    offsets.push_back(std::min(offset, text_bytes));
+    offset += t.decode(tokens_in.subspan(i, 1), true).size();
     json top = json::object();
-    for (const auto& [id, lp] : o.logprobs[i].top) top[token_string(t, id)] = number(lp);
+    for (const auto& [id, lp] : logprobs[i].top) top[token_string(t, id)] = number(lp);
     tops.push_back(top);
   }
   return {{"tokens", tokens}, {"token_logprobs", values}, {"top_logprobs", r.spec.logprobs > 0 ? tops : json(nullptr)},
           {"text_offset", offsets}};
 }
 
-}  // namespace
-
 json completion_response(const std::string& id, const std::string& model, std::int64_t created, const ParsedRequest& r,
                          const Outcome& o, bool chat, const Tokenizer* tokenizer) {
   json choice = {{"index", 0}, {"finish_reason", to_string(o.finish)}};
-  const json logprobs = r.spec.logprobs >= 0 && tokenizer ? logprobs_json(*tokenizer, r, o, chat) : json(nullptr);
+  std::size_t offset = 0;
+  const json logprobs = r.spec.logprobs >= 0 && tokenizer
+                            ? logprobs_json(*tokenizer, r, o.tokens, o.logprobs, offset, o.text.size(), chat)
+                            : json(nullptr);
   if (chat) {
     choice["message"] = {{"role", "assistant"}, {"content", o.text}};
     choice["logprobs"] = logprobs;
@@ -304,12 +305,14 @@ json completion_response(const std::string& id, const std::string& model, std::i
 }
 
 json completion_chunk(const std::string& id, const std::string& model, std::int64_t created, bool chat,
-                      const std::string& text, const char* finish_reason) {
+                      const std::string& text, const char* finish_reason, const json& logprobs) {
   json choice = {{"index", 0}, {"finish_reason", finish_reason ? json(finish_reason) : json(nullptr)}};
-  if (chat)
+  if (chat) {
     choice["delta"] = finish_reason ? json::object() : json{{"content", text}};
-  else
-    choice["text"] = text, choice["logprobs"] = nullptr;
+    if (!logprobs.is_null()) choice["logprobs"] = logprobs;
+  } else {
+    choice["text"] = text, choice["logprobs"] = logprobs;
+  }
   return {{"id", id}, {"object", chat ? "chat.completion.chunk" : "text_completion"}, {"created", created},
           {"model", model}, {"choices", json::array({choice})}};
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -53,7 +54,15 @@ nlohmann::json completion_response(const std::string& id, const std::string& mod
                                    const ParsedRequest& request, const Outcome& outcome, bool chat,
                                    const Tokenizer* tokenizer = nullptr);
 nlohmann::json completion_chunk(const std::string& id, const std::string& model, std::int64_t created, bool chat,
-                                const std::string& text, const char* finish_reason);
+                                const std::string& text, const char* finish_reason,
+                                const nlohmann::json& logprobs = nullptr);
+// The logprobs object of `tokens` (each with its entry of `logprobs`), as completion_response
+// writes it for all of them: `offset` is the decoded text before the first of them (advanced past
+// them), text offsets are clamped to `text_bytes`. Streamed chunks of a response together carry
+// the tokens, values and offsets of its non-streamed logprobs.
+nlohmann::json logprobs_json(const Tokenizer& tokenizer, const ParsedRequest& request,
+                             std::span<const std::int32_t> tokens, std::span<const TokenLogprobs> logprobs,
+                             std::size_t& offset, std::size_t text_bytes, bool chat);
 nlohmann::json usage(const ParsedRequest& request, const Outcome& outcome);
 
 }  // namespace exactq::serve

@@ -60,7 +60,25 @@ void Engine::run(Job& job) {
   Tokenizer::Stream stream = tokenizer_.stream(true);
   std::string text;          // every byte decoded so far, up to a stop string
   std::size_t emitted = 0;   // the bytes of text given to the job
+  std::vector<std::size_t> ends;  // per generated token, the bytes of text once its piece was in
+  std::size_t released = 0;       // the tokens given to the job
   bool stopped_by_text = false;
+  // Gives the job text up to byte `safe` and the tokens whose text ends there (every token with
+  // `all`), each with its log probabilities where the spec asks for them.
+  auto give = [&](std::size_t safe, bool all) {
+    std::size_t upto = released;
+    while (upto < outcome.tokens.size() && (all || ends[upto] <= safe)) ++upto;
+    if (safe <= emitted && upto == released) return;
+    std::vector<TokenLogprobs> values;
+    if (spec.logprobs >= 0)
+      for (std::size_t i = released; i < upto; ++i) {
+        const auto it = logprobs->find(std::int64_t(spec.prompt.size() + i));
+        if (it != logprobs->end()) values.push_back(it->second);
+      }
+    job.append(safe > emitted ? text.substr(emitted, safe - emitted) : std::string(),
+               std::span<const std::int32_t>(outcome.tokens).subspan(released, upto - released), values);
+    emitted = std::max(emitted, safe), released = upto;
+  };
   // New text in: cut at a stop string, or give the job what no stop string can take back.
   auto absorb = [&](const std::string& piece) {
     text += piece;
@@ -71,15 +89,14 @@ void Engine::run(Job& job) {
       safe = scan.match;
       stopped_by_text = true;
     }
-    if (safe > emitted) {
-      job.append_text(text.substr(emitted, safe - emitted));
-      emitted = safe;
-    }
+    give(safe, false);
   };
   auto on_token = [&](std::int32_t id) {
     if (job.cancelled()) throw Halt{};
     outcome.tokens.push_back(id);
-    absorb(stream.step(id));
+    const std::string piece = stream.step(id);
+    ends.push_back(text.size() + piece.size());
+    absorb(piece);
     if (stopped_by_text) throw Halt{};
   };
   std::optional<StopReason> reason;
@@ -97,14 +114,11 @@ void Engine::run(Job& job) {
     outcome.error = e.what();
   }
   if (outcome.finish != Finish::failed) {
-    if (reason) {
-      // The bytes held back for a stop string that never came, and the stream's incomplete tail.
-      absorb(stream.finish());
-      if (!stopped_by_text && emitted < text.size()) {
-        job.append_text(text.substr(emitted));
-        emitted = text.size();
-      }
-    }
+    // The bytes held back for a stop string that never came and the stream's incomplete tail,
+    // where the run ended by itself; and every token not yet given (the one that completed a stop
+    // string too), so that the job's tokens are the outcome's.
+    if (reason) absorb(stream.finish());
+    give(reason && !stopped_by_text ? text.size() : emitted, true);
     if (stopped_by_text || reason == StopReason::eos)
       outcome.finish = Finish::stop;
     else if (reason)

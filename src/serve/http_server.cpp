@@ -137,14 +137,16 @@ void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& 
     return;
   }
   res.set_header("Cache-Control", "no-cache");
-  struct Progress {
-    std::size_t seen = 0;
+  struct StreamState {
+    Job::Seen seen;
+    std::size_t offset = 0;  // the decoded text of the tokens sent (logprobs' text_offset)
     bool started = false;
   };
-  auto progress = std::make_shared<Progress>();
+  auto progress = std::make_shared<StreamState>();
+  const Tokenizer* tokenizer = r.spec.logprobs >= 0 ? api.tokenizer : nullptr;
   res.set_chunked_content_provider(
       "text/event-stream",
-      [job, progress, r, id, created, chat, model](std::size_t, httplib::DataSink& sink) {
+      [job, progress, r, id, created, chat, model, tokenizer](std::size_t, httplib::DataSink& sink) {
         // A failed write is a client that went away: its request is cancelled.
         auto send = [&](const std::string& event) {
           if (sink.write(event.data(), event.size())) return true;
@@ -154,18 +156,24 @@ void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& 
         auto chunk = [&](const std::string& text, const char* finish) {
           return send("data: " + dump(completion_chunk(id, model, created, chat, text, finish)) + "\n\n");
         };
+        // New text, with the logprobs of the tokens it completes where they were asked for.
+        auto piece = [&](const Progress& p) {
+          if (p.text.empty() && (!tokenizer || p.tokens.empty())) return true;
+          const json logprobs =
+              tokenizer ? logprobs_json(*tokenizer, r, p.tokens, p.logprobs, progress->offset, progress->seen.text, chat)
+                        : json(nullptr);
+          return send("data: " + dump(completion_chunk(id, model, created, chat, p.text, nullptr, logprobs)) + "\n\n");
+        };
         if (chat && !progress->started) {
           json first = completion_chunk(id, model, created, true, "", nullptr);
           first["choices"][0]["delta"] = {{"role", "assistant"}, {"content", ""}};
           if (!send("data: " + dump(first) + "\n\n")) return false;
         }
         progress->started = true;
-        std::string text = job->wait_text(progress->seen, std::chrono::milliseconds(200));
-        if (!text.empty() && !chunk(text, nullptr)) return false;
+        if (!piece(job->wait_progress(progress->seen, std::chrono::milliseconds(200)))) return false;
         if (!job->done()) return true;
         const Outcome& o = job->wait();
-        text = job->wait_text(progress->seen, std::chrono::milliseconds(0));
-        if (!text.empty() && !chunk(text, nullptr)) return false;
+        if (!piece(job->wait_progress(progress->seen, std::chrono::milliseconds(0)))) return false;
         if (o.finish == Finish::failed) {
           const ApiError e(500, "generation failed: " + o.error, "", "", "server_error");
           if (!send("data: " + error_body(e) + "\n\n")) return false;

@@ -12,11 +12,16 @@ const char* to_string(Finish finish) {
   return "error";
 }
 
-std::string Job::wait_text(std::size_t& seen, std::chrono::milliseconds timeout) {
+Progress Job::wait_progress(Seen& seen, std::chrono::milliseconds timeout) {
   std::unique_lock lock(mutex_);
-  changed_.wait_for(lock, timeout, [&] { return text_.size() > seen || outcome_.has_value(); });
-  std::string fresh = text_.substr(std::min(seen, text_.size()));
-  seen = text_.size();
+  changed_.wait_for(lock, timeout,
+                    [&] { return text_.size() > seen.text || tokens_.size() > seen.tokens || outcome_.has_value(); });
+  Progress fresh;
+  fresh.text = text_.substr(std::min(seen.text, text_.size()));
+  const std::size_t from = std::min(seen.tokens, tokens_.size());
+  fresh.tokens.assign(tokens_.begin() + std::ptrdiff_t(from), tokens_.end());
+  if (logprobs_.size() > from) fresh.logprobs.assign(logprobs_.begin() + std::ptrdiff_t(from), logprobs_.end());
+  seen = {text_.size(), tokens_.size()};
   return fresh;
 }
 
@@ -31,10 +36,12 @@ const Outcome& Job::wait() {
   return *outcome_;
 }
 
-void Job::append_text(const std::string& piece) {
+void Job::append(const std::string& piece, std::span<const std::int32_t> tokens, std::span<const TokenLogprobs> logprobs) {
   {
     std::lock_guard lock(mutex_);
     text_ += piece;
+    tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+    logprobs_.insert(logprobs_.end(), logprobs.begin(), logprobs.end());
   }
   changed_.notify_all();
 }

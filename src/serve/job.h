@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,15 @@ struct Outcome {
   std::vector<TokenLogprobs> logprobs;  // one per token, where the spec asks for them
 };
 
+// What a job has made final since a consumer last looked: text, and the generated tokens whose
+// text it completes (all of them once the job is done), each with its log probabilities where the
+// spec asks for them.
+struct Progress {
+  std::string text;
+  std::vector<std::int32_t> tokens;
+  std::vector<TokenLogprobs> logprobs;
+};
+
 class Job {
  public:
   explicit Job(GenerationSpec spec) : spec_(std::move(spec)) {}
@@ -51,15 +61,21 @@ class Job {
   // The consumer's side. cancel() asks the worker to stop at its next token (or not to start).
   void cancel() { cancelled_.store(true); }
   bool cancelled() const { return cancelled_.load(); }
-  // Waits until there is text past `seen` bytes, the job is done, or `timeout` passes; returns the
-  // new text and advances `seen`.
-  std::string wait_text(std::size_t& seen, std::chrono::milliseconds timeout);
+  // What the consumer has taken so far: bytes of text and tokens.
+  struct Seen {
+    std::size_t text = 0, tokens = 0;
+  };
+  // Waits until there is text or a token past `seen`, the job is done, or `timeout` passes;
+  // returns what is new and advances `seen`.
+  Progress wait_progress(Seen& seen, std::chrono::milliseconds timeout);
   bool done() const;
   // Blocks until the job is done.
   const Outcome& wait();
 
-  // The worker's side: text that is final (never taken back), then the outcome, once.
-  void append_text(const std::string& piece);
+  // The worker's side: text that is final (never taken back) and the tokens whose text it
+  // completes, in order, then the outcome, once.
+  void append(const std::string& piece, std::span<const std::int32_t> tokens = {},
+              std::span<const TokenLogprobs> logprobs = {});
   void finish(Outcome outcome);
 
  private:
@@ -68,6 +84,8 @@ class Job {
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::string text_;
+  std::vector<std::int32_t> tokens_;
+  std::vector<TokenLogprobs> logprobs_;
   std::optional<Outcome> outcome_;
 };
 

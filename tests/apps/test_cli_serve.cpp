@@ -62,6 +62,18 @@ Streamed parse_sse(const std::string& body) {
   return s;
 }
 
+// The JSON objects of an SSE stream's data lines, [DONE] left out.
+std::vector<json> sse_chunks(const std::string& body) {
+  std::vector<json> chunks;
+  for (std::size_t at = 0; (at = body.find("data: ", at)) != std::string::npos;) {
+    const std::size_t end = body.find("\n\n", at);
+    const std::string data = body.substr(at + 6, end - at - 6);
+    at = end;
+    if (data != "[DONE]") chunks.push_back(json::parse(data));
+  }
+  return chunks;
+}
+
 TEST(CliServe, CompletionsOfTextAndIdsAreTheSoloRunsAndStreamTheSameText) {
   ServeProcess s({"--model", kTarget});
   ASSERT_TRUE(s.ok());
@@ -139,7 +151,32 @@ TEST(CliServe, LogprobsAreTheSoloTokensAndTheSameWithSpeculativeDecode) {
   EXPECT_NE(a["choices"][0]["logprobs"], other["choices"][0]["logprobs"]) << "the control";
   const json plain = post(classic, "/v1/completions", {{"prompt", prompt}, {"max_tokens", 12}});
   EXPECT_TRUE(plain["choices"][0]["logprobs"].is_null());
-  expect_error(classic, {{"prompt", prompt}, {"logprobs", 1}, {"stream", true}}, 400, "logprobs");
+
+  // Streamed, with and without a stop string: the chunks' logprobs lists, joined, are the
+  // non-streamed response's, from the classic and the speculative server alike.
+  for (const json& extra : {json::object(), json{{"stop", "\n"}}}) {
+    json request = body;
+    request.update(extra);
+    const json whole = post(classic, "/v1/completions", request)["choices"][0];
+    request["stream"] = true;
+    for (const ServeProcess* server : {&classic, &lookup}) {
+      auto r = server->client().Post("/v1/completions", request.dump(), "application/json");
+      ASSERT_TRUE(r && r->status == 200);
+      json joined = {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()},
+                     {"text_offset", json::array()}};
+      std::string text;
+      for (const json& chunk : sse_chunks(r->body)) {
+        const json& choice = chunk["choices"][0];
+        text += choice.value("text", "");
+        if (choice["logprobs"].is_null()) continue;
+        for (const char* list : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
+          for (const json& v : choice["logprobs"][list]) joined[list].push_back(v);
+      }
+      EXPECT_EQ(text, whole["text"]);
+      EXPECT_EQ(joined, whole["logprobs"]) << "stop " << extra.dump();
+      EXPECT_NE(joined, other["choices"][0]["logprobs"]) << "the control";
+    }
+  }
 }
 
 TEST(CliServe, BadRequestsGetOpenAIErrorsAndTheServerStaysUp) {

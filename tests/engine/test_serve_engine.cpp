@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <thread>
 
 #include "exactq/backend.h"
 #include "exactq/decoder.h"
@@ -107,8 +108,8 @@ TEST(ServeApi, LogprobsParseOrAreRefusedNamingTheParameter) {
   EXPECT_EQ(refused(R"({"prompt": "x", "logprobs": 6})"), "400 logprobs");
   EXPECT_EQ(refused(R"({"prompt": "x", "logprobs": -1})"), "400 logprobs");
   EXPECT_EQ(refused(R"({"prompt": "x", "logprobs": true})"), "400 logprobs");
-  EXPECT_EQ(refused(R"({"prompt": "x", "logprobs": 1, "stream": true})"), "400 logprobs");
-  EXPECT_EQ(refused(R"({"prompt": "x", "logprobs": null, "stream": true})"), "parsed") << "the control";
+  EXPECT_EQ(parse_completion(R"({"prompt": "x", "logprobs": 1, "stream": true})", c).spec.logprobs, 1);
+  EXPECT_EQ(refused(R"({"prompt": "x", "logprobs": 6, "stream": true})"), "400 logprobs");
 }
 
 // The response's logprobs objects: the completions' four lists and the chat's content entries,
@@ -233,6 +234,68 @@ TEST(ServeEngine, LogprobsAreEachPositionsLogSoftmaxAndTheSameInSpeculativeDecod
   GreedyOptions sampler = greedy;
   sampler.picker = sampling_picker(sampled.sampling);
   EXPECT_EQ(s1.tokens, greedy_decode(p.decoder, prompt, sampler).tokens);
+}
+
+// A job's progress, read while it runs: every generated token comes once, in order, with its
+// logprobs entry and only once the text it ends in has come (the token that completes a stop
+// string, whose text is cut, with the last piece), so the pieces add up to the outcome's text,
+// tokens and logprobs. With a stop string and without; the control is another prompt's outcome.
+TEST(ServeEngine, ProgressGivesEachTokenOnceWithItsLogprobsAfterItsText) {
+  Pycode p;
+  Metrics metrics;
+  auto run = [&](const GenerationSpec& spec, bool speculative) {
+    PromptLookupDrafter drafter(3);
+    EngineOptions options;
+    if (speculative) options.speculative = SpeculativeOptions{};
+    Engine engine(p.decoder, &drafter, p.tokenizer, options, metrics);
+    Job job(spec);
+    Progress all;
+    std::thread consumer([&] {
+      Job::Seen seen;
+      for (bool last = false; !last;) {
+        last = job.done();
+        Progress piece = job.wait_progress(seen, std::chrono::milliseconds(1));
+        all.text += piece.text;
+        all.tokens.insert(all.tokens.end(), piece.tokens.begin(), piece.tokens.end());
+        all.logprobs.insert(all.logprobs.end(), piece.logprobs.begin(), piece.logprobs.end());
+        // A token's text before the token (decode may write a U+FFFD, 3 bytes, for a character
+        // whose bytes the stream still holds).
+        if (!last && !job.done())
+          EXPECT_LE(p.tokenizer.decode(all.tokens, true).size(), all.text.size() + 3) << "a token before its text";
+      }
+    });
+    engine.run(job);
+    consumer.join();
+    return std::pair(job.wait(), all);
+  };
+  auto same_logprobs = [](const std::vector<TokenLogprobs>& a, const std::vector<TokenLogprobs>& b) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (std::memcmp(&a[i].logprob, &b[i].logprob, sizeof(double)) != 0 || a[i].top != b[i].top) return false;
+    return true;
+  };
+  GenerationSpec spec{p.tokenizer.encode("def add(a, b):\n    return a + b\n\ndef add("), 24, {}};
+  spec.logprobs = 2;
+  for (const bool speculative : {false, true})
+    for (const std::vector<std::string>& stop : {std::vector<std::string>{}, std::vector<std::string>{"\n"}}) {
+      spec.stop = stop;
+      const auto [outcome, pieces] = run(spec, speculative);
+      ASSERT_FALSE(outcome.tokens.empty());
+      EXPECT_EQ(pieces.text, outcome.text);
+      EXPECT_EQ(pieces.tokens, outcome.tokens);
+      EXPECT_TRUE(same_logprobs(pieces.logprobs, outcome.logprobs));
+      ASSERT_EQ(pieces.logprobs.size(), outcome.tokens.size());
+      if (!stop.empty()) {
+        EXPECT_EQ(outcome.finish, Finish::stop);
+        EXPECT_LT(outcome.text.size(), p.tokenizer.decode(outcome.tokens, true).size()) << "the stop string's token is cut";
+      }
+    }
+  GenerationSpec other = spec;
+  other.prompt = p.tokenizer.encode("import os\n");
+  const auto [a, pa] = run(spec, false);
+  const auto [b, pb] = run(other, false);
+  EXPECT_NE(pa.tokens, pb.tokens) << "the control";
+  EXPECT_FALSE(same_logprobs(pa.logprobs, pb.logprobs)) << "the control";
 }
 
 TEST(ServeScheduler, JobsRunInOrderWithGreedyDecodesTokensAndACancelledJobStops) {

@@ -63,11 +63,11 @@ void Engine::run(Job& job) {
   std::vector<std::size_t> ends;  // per generated token, the bytes of text once its piece was in
   std::size_t released = 0;       // the tokens given to the job
   bool stopped_by_text = false;
-  // Gives the job text up to byte `safe` and the tokens whose text ends there (every token with
-  // `all`), each with its log probabilities where the spec asks for them.
-  auto give = [&](std::size_t safe, bool all) {
+  // Gives the job text up to byte `safe` and the tokens whose text ends there, each with its log
+  // probabilities where the spec asks for them.
+  auto give = [&](std::size_t safe) {
     std::size_t upto = released;
-    while (upto < outcome.tokens.size() && (all || ends[upto] <= safe)) ++upto;
+    while (upto < outcome.tokens.size() && ends[upto] <= safe) ++upto;
     if (safe <= emitted && upto == released) return;
     std::vector<TokenLogprobs> values;
     if (spec.logprobs >= 0)
@@ -89,7 +89,7 @@ void Engine::run(Job& job) {
       safe = scan.match;
       stopped_by_text = true;
     }
-    give(safe, false);
+    give(safe);
   };
   auto on_token = [&](std::int32_t id) {
     if (job.cancelled()) throw Halt{};
@@ -115,10 +115,9 @@ void Engine::run(Job& job) {
   }
   if (outcome.finish != Finish::failed) {
     // The bytes held back for a stop string that never came and the stream's incomplete tail,
-    // where the run ended by itself; and every token not yet given (the one that completed a stop
-    // string too), so that the job's tokens are the outcome's.
+    // where the run ended by itself (the tokens still held come with the outcome: Job::finish).
     if (reason) absorb(stream.finish());
-    give(reason && !stopped_by_text ? text.size() : emitted, true);
+    give(reason && !stopped_by_text ? text.size() : emitted);
     if (stopped_by_text || reason == StopReason::eos)
       outcome.finish = Finish::stop;
     else if (reason)

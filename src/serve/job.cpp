@@ -50,6 +50,12 @@ void Job::finish(Outcome outcome) {
   {
     std::lock_guard lock(mutex_);
     if (outcome_) return;
+    // The tokens not given yet (the one that completed a stop string, whose text is cut) come
+    // with the outcome, so a consumer never sees a token past the text before the job is done.
+    for (std::size_t i = tokens_.size(); i < outcome.tokens.size(); ++i) {
+      tokens_.push_back(outcome.tokens[i]);
+      if (i < outcome.logprobs.size() && logprobs_.size() == i) logprobs_.push_back(outcome.logprobs[i]);
+    }
     outcome_ = std::move(outcome);
   }
   changed_.notify_all();

@@ -73,7 +73,7 @@ class Job {
   const Outcome& wait();
 
   // The worker's side: text that is final (never taken back) and the tokens whose text it
-  // completes, in order, then the outcome, once.
+  // completes, in order, then the outcome, once (with it, any of its tokens not given yet).
   void append(const std::string& piece, std::span<const std::int32_t> tokens = {},
               std::span<const TokenLogprobs> logprobs = {});
   void finish(Outcome outcome);

@@ -63,20 +63,25 @@ void Engine::run(Job& job) {
   std::vector<std::size_t> ends;  // per generated token, the bytes of text once its piece was in
   std::size_t released = 0;       // the tokens given to the job
   bool stopped_by_text = false;
+  // The recorded log probabilities of generated tokens [from, to), where the spec asks for them.
+  auto logprobs_of = [&](std::size_t from, std::size_t to) {
+    std::vector<TokenLogprobs> values;
+    if (spec.logprobs >= 0)
+      for (std::size_t i = from; i < to; ++i) {
+        const auto it = logprobs->find(std::int64_t(spec.prompt.size() + i));
+        if (it != logprobs->end()) values.push_back(it->second);
+      }
+    return values;
+  };
   // Gives the job text up to byte `safe` and the tokens whose text ends there, each with its log
   // probabilities where the spec asks for them.
   auto give = [&](std::size_t safe) {
     std::size_t upto = released;
     while (upto < outcome.tokens.size() && ends[upto] <= safe) ++upto;
     if (safe <= emitted && upto == released) return;
-    std::vector<TokenLogprobs> values;
-    if (spec.logprobs >= 0)
-      for (std::size_t i = released; i < upto; ++i) {
-        const auto it = logprobs->find(std::int64_t(spec.prompt.size() + i));
-        if (it != logprobs->end()) values.push_back(it->second);
-      }
     job.append(safe > emitted ? text.substr(emitted, safe - emitted) : std::string(),
-               std::span<const std::int32_t>(outcome.tokens).subspan(released, upto - released), values);
+               std::span<const std::int32_t>(outcome.tokens).subspan(released, upto - released),
+               logprobs_of(released, upto));
     emitted = std::max(emitted, safe), released = upto;
   };
   // New text in: cut at a stop string, or give the job what no stop string can take back.
@@ -126,11 +131,7 @@ void Engine::run(Job& job) {
       outcome.finish = Finish::cancelled;
   }
   outcome.text = text.substr(0, emitted);
-  if (spec.logprobs >= 0)
-    for (std::size_t i = 0; i < outcome.tokens.size(); ++i) {
-      const auto it = logprobs->find(std::int64_t(spec.prompt.size() + i));
-      if (it != logprobs->end()) outcome.logprobs.push_back(it->second);
-    }
+  outcome.logprobs = logprobs_of(0, outcome.tokens.size());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   metrics_.count_generation(std::int64_t(spec.prompt.size()), std::int64_t(outcome.tokens.size()), seconds);
   job.finish(std::move(outcome));

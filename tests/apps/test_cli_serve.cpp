@@ -38,6 +38,19 @@ void expect_error(const ServeProcess& s, const json& body, int status, const std
   }
 }
 
+// The JSON objects of an SSE stream's data lines ([DONE] and anything else left out).
+std::vector<json> sse_chunks(const std::string& body) {
+  std::vector<json> chunks;
+  for (std::size_t at = 0; (at = body.find("data: ", at)) != std::string::npos;) {
+    const std::size_t end = body.find("\n\n", at);
+    const std::string data = body.substr(at + 6, end - at - 6);
+    at = end;
+    json j = json::parse(data, nullptr, false);
+    if (j.is_object()) chunks.push_back(std::move(j));
+  }
+  return chunks;
+}
+
 // The text of an SSE stream of completion chunks, and whether it ended with a finish_reason and [DONE].
 struct Streamed {
   std::string text, finish;
@@ -45,33 +58,13 @@ struct Streamed {
 };
 Streamed parse_sse(const std::string& body) {
   Streamed s;
-  std::size_t at = 0;
-  while ((at = body.find("data: ", at)) != std::string::npos) {
-    const std::size_t end = body.find("\n\n", at);
-    const std::string data = body.substr(at + 6, end - at - 6);
-    at = end;
-    if (data == "[DONE]") {
-      s.done = true;
-      continue;
-    }
-    const json j = json::parse(data, nullptr, false);
-    if (!j.is_object() || j["choices"].empty()) continue;
+  s.done = body.find("data: [DONE]\n\n") != std::string::npos;
+  for (json& j : sse_chunks(body)) {
+    if (j["choices"].empty()) continue;
     s.text += j["choices"][0].value("text", "");
     if (!j["choices"][0]["finish_reason"].is_null()) s.finish = j["choices"][0]["finish_reason"];
   }
   return s;
-}
-
-// The JSON objects of an SSE stream's data lines, [DONE] left out.
-std::vector<json> sse_chunks(const std::string& body) {
-  std::vector<json> chunks;
-  for (std::size_t at = 0; (at = body.find("data: ", at)) != std::string::npos;) {
-    const std::size_t end = body.find("\n\n", at);
-    const std::string data = body.substr(at + 6, end - at - 6);
-    at = end;
-    if (data != "[DONE]") chunks.push_back(json::parse(data));
-  }
-  return chunks;
 }
 
 TEST(CliServe, CompletionsOfTextAndIdsAreTheSoloRunsAndStreamTheSameText) {

@@ -157,6 +157,28 @@ TEST(ServeApi, LogprobsResponsesHaveOpenAIsShapes) {
 // the alternatives are the most likely tokens in order: checked against a long double evaluation of
 // the decoder's own logits, re-run token by token (accuracy, 1e-12). Classic and speculative decode
 // report the same bytes (identity); the control is another prompt's, which differ.
+// Runs the job on an engine over the pair's target, classic or speculative (prompt lookup).
+void run_job(Pycode& p, Metrics& metrics, Job& job, bool speculative) {
+  PromptLookupDrafter drafter(3);
+  EngineOptions options;
+  if (speculative) options.speculative = SpeculativeOptions{};
+  Engine engine(p.decoder, &drafter, p.tokenizer, options, metrics);
+  engine.run(job);
+}
+
+// Whether two lists of log probabilities are the same bytes.
+bool same_logprobs(const std::vector<TokenLogprobs>& a, const std::vector<TokenLogprobs>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::memcmp(&a[i].logprob, &b[i].logprob, sizeof(double)) != 0 || a[i].top.size() != b[i].top.size()) return false;
+    for (std::size_t k = 0; k < a[i].top.size(); ++k)
+      if (a[i].top[k].first != b[i].top[k].first ||
+          std::memcmp(&a[i].top[k].second, &b[i].top[k].second, sizeof(double)) != 0)
+        return false;
+  }
+  return true;
+}
+
 TEST(ServeEngine, LogprobsAreEachPositionsLogSoftmaxAndTheSameInSpeculativeDecode) {
   Pycode p;
   Metrics metrics;
@@ -164,12 +186,8 @@ TEST(ServeEngine, LogprobsAreEachPositionsLogSoftmaxAndTheSameInSpeculativeDecod
   GenerationSpec spec{prompt, 10, {}};
   spec.logprobs = 3;
   auto run = [&](const GenerationSpec& s, bool speculative) {
-    PromptLookupDrafter drafter(3);
-    EngineOptions options;
-    if (speculative) options.speculative = SpeculativeOptions{};
-    Engine engine(p.decoder, &drafter, p.tokenizer, options, metrics);
     Job job(s);
-    engine.run(job);
+    run_job(p, metrics, job, speculative);
     return job.wait();
   };
   const Outcome classic = run(spec, false);
@@ -205,18 +223,7 @@ TEST(ServeEngine, LogprobsAreEachPositionsLogSoftmaxAndTheSameInSpeculativeDecod
     seen.push_back(classic.tokens[i]);
   }
 
-  auto same = [](const Outcome& a, const Outcome& b) {
-    if (a.tokens != b.tokens || a.logprobs.size() != b.logprobs.size()) return false;
-    for (std::size_t i = 0; i < a.logprobs.size(); ++i) {
-      if (std::memcmp(&a.logprobs[i].logprob, &b.logprobs[i].logprob, sizeof(double)) != 0) return false;
-      if (a.logprobs[i].top.size() != b.logprobs[i].top.size()) return false;
-      for (std::size_t k = 0; k < a.logprobs[i].top.size(); ++k)
-        if (a.logprobs[i].top[k].first != b.logprobs[i].top[k].first ||
-            std::memcmp(&a.logprobs[i].top[k].second, &b.logprobs[i].top[k].second, sizeof(double)) != 0)
-          return false;
-    }
-    return true;
-  };
+  auto same = [](const Outcome& a, const Outcome& b) { return a.tokens == b.tokens && same_logprobs(a.logprobs, b.logprobs); };
   const Outcome speculative = run(spec, true);
   EXPECT_TRUE(same(classic, speculative)) << "speculative decode reports classic's logprobs, bit for bit";
   EXPECT_EQ(metrics.render(0, true).find("exactq_draft_accepted_total 0\n"), std::string::npos)
@@ -244,10 +251,6 @@ TEST(ServeEngine, ProgressGivesEachTokenOnceWithItsLogprobsAfterItsText) {
   Pycode p;
   Metrics metrics;
   auto run = [&](const GenerationSpec& spec, bool speculative) {
-    PromptLookupDrafter drafter(3);
-    EngineOptions options;
-    if (speculative) options.speculative = SpeculativeOptions{};
-    Engine engine(p.decoder, &drafter, p.tokenizer, options, metrics);
     Job job(spec);
     Progress all;
     std::thread consumer([&] {
@@ -260,19 +263,14 @@ TEST(ServeEngine, ProgressGivesEachTokenOnceWithItsLogprobsAfterItsText) {
         all.logprobs.insert(all.logprobs.end(), piece.logprobs.begin(), piece.logprobs.end());
         // A token's text before the token (decode may write a U+FFFD, 3 bytes, for a character
         // whose bytes the stream still holds).
-        if (!last && !job.done())
+        if (!last && !job.done()) {
           EXPECT_LE(p.tokenizer.decode(all.tokens, true).size(), all.text.size() + 3) << "a token before its text";
+        }
       }
     });
-    engine.run(job);
+    run_job(p, metrics, job, speculative);
     consumer.join();
     return std::pair(job.wait(), all);
-  };
-  auto same_logprobs = [](const std::vector<TokenLogprobs>& a, const std::vector<TokenLogprobs>& b) {
-    if (a.size() != b.size()) return false;
-    for (std::size_t i = 0; i < a.size(); ++i)
-      if (std::memcmp(&a[i].logprob, &b[i].logprob, sizeof(double)) != 0 || a[i].top != b[i].top) return false;
-    return true;
   };
   GenerationSpec spec{p.tokenizer.encode("def add(a, b):\n    return a + b\n\ndef add("), 24, {}};
   spec.logprobs = 2;

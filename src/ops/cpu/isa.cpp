@@ -6,6 +6,10 @@
 
 #include "exactq/qmv.h"
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#endif
+
 namespace exactq::cpu {
 
 namespace {
@@ -53,9 +57,12 @@ Isa parse_isa(std::string_view text) {
 
 bool isa_available(Isa isa) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  // __builtin_cpu_supports also checks that the operating system saves the wider registers.
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                    __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
+  // __builtin_cpu_supports also checks that the operating system saves the wider registers. F16C
+  // and BMI2 are read from CPUID: not every compiler's builtin knows their names.
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  const bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+  const bool bmi2 = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_BMI2) != 0;
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c && bmi2;
   switch (isa) {
     case Isa::scalar: return true;
     case Isa::avx2: return avx2;

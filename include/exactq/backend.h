@@ -91,6 +91,7 @@ struct LinearEpilogue {
   // rope_write's arguments.
   std::int64_t heads = 0, kv_heads = 0, head_dim = 0;
   const Buffer* positions = nullptr;
+  const Buffer* cache_rows = nullptr;
   const Buffer* steps = nullptr;
   bool interleaved = false;
   Buffer* keys = nullptr;
@@ -178,20 +179,25 @@ class Backend {
   // The cache write: row i of `rows` (row_bytes each) to row positions[i] of `cache`.
   virtual void write_rows(const Buffer& rows, const Buffer& positions, std::int64_t m, std::size_t row_bytes,
                           Buffer& cache) = 0;
+  // Rows of several sequences share a cache: row i (at position positions[i] of its sequence) has
+  // its key and value at cache row cache_rows[i], and its sequence's position p at cache row
+  // cache_rows[i] - positions[i] + p. One sequence from cache row 0 passes positions as cache_rows.
+  //
   // An attention layer's RoPE and cache write as one op, with the bytes of rope(q), rope(k),
   // write_rows(k, keys), write_rows(v, values): q [m, heads, head_dim] and k [m, kv_heads,
-  // head_dim] rotated in place, then k and v [m, kv_heads, head_dim] stored at row positions[i]
+  // head_dim] rotated in place, then k and v [m, kv_heads, head_dim] stored at row cache_rows[i]
   // of keys and values (rows of kv_heads * head_dim values).
   virtual void rope_write(Buffer& q, Buffer& k, const Buffer& v, std::int64_t m, std::int64_t heads,
                           std::int64_t kv_heads, std::int64_t head_dim, DType t, const Buffer& positions,
-                          const Buffer& steps, bool interleaved, Buffer& keys, Buffer& values) = 0;
+                          const Buffer& cache_rows, const Buffer& steps, bool interleaved, Buffer& keys,
+                          Buffer& values) = 0;
   // Attention of m query rows q [m, heads, head_dim] at positions[i], each at most max_position,
-  // against the cache rows keys/values [max_position + 1 or more, kv_heads, head_dim] (rows up to
-  // each query's position are read, none past it), into out [m, heads, head_dim];
-  // order/attention.h. max_position fixes the work's shape (on CUDA, the grid), never a byte.
+  // against their sequences' cache rows in keys/values [rows, kv_heads, head_dim] (rows up to each
+  // query's position are read, none past it), into out [m, heads, head_dim]; order/attention.h.
+  // max_position fixes the work's shape (on CUDA, the grid), never a byte.
   virtual void attention(const Buffer& q, const Buffer& keys, const Buffer& values, std::int64_t m,
-                         const Buffer& positions, std::int64_t max_position, const AttentionShape& shape, DType t,
-                         Buffer& out) = 0;
+                         const Buffer& positions, const Buffer& cache_rows, std::int64_t max_position,
+                         const AttentionShape& shape, DType t, Buffer& out) = 0;
   // out = act(gate) * up, elementwise over `count` values (out may be gate or up).
   virtual void gated_activation(const Buffer& gate, const Buffer& up, std::int64_t count, Activation act, DType t,
                                 Buffer& out) = 0;

@@ -44,6 +44,9 @@ struct DecoderOptions {
   // forward of a width and attention bound is captured, later ones replay it). Off: every op is
   // issued on every forward. The ops and their bytes are the same either way.
   bool graphs = true;
+  // Sequences the KV cache holds side by side, context_length positions each (a batch of
+  // independent requests: forward over parts). 1 to 4096.
+  std::int64_t sequences = 1;
 };
 
 // An intermediate activation of a forward, for the exactness probe: the output of `op` in `layer`
@@ -70,11 +73,16 @@ class Decoder {
   const DecoderOptions& options() const;
   DType dtype() const;                  // of activations, logits and the cache
   std::int64_t vocab_size() const;      // the LM head's rows
-  std::int64_t context_length() const;  // positions the cache holds
-  std::int64_t length() const;          // positions [0, length) are in the cache
+  std::int64_t context_length() const;  // positions the cache holds per sequence
+  std::int64_t sequences() const;
+  // Positions [0, length) of sequence 0 (of `sequence`) are in the cache.
+  std::int64_t length() const;
+  std::int64_t length(std::int64_t sequence) const;
 
-  // Forgets the cache's positions from `length` on (speculative decoding's rollback).
+  // Forgets the cache's positions from `length` on (speculative decoding's rollback), of sequence
+  // 0 or of `sequence`.
   void truncate(std::int64_t length);
+  void truncate(std::int64_t sequence, std::int64_t length);
 
   enum class Rows : std::uint8_t { all, last };
   // Runs `tokens` at positions start .. start + M - 1 (start <= length(): later positions are
@@ -82,6 +90,19 @@ class Decoder {
   // of the last on the backend. Throws std::invalid_argument naming the value on an empty input,
   // a token outside [0, vocab_size) or a context overflow, before any state changes.
   void forward(std::span<const std::int32_t> tokens, std::int64_t start, Rows rows = Rows::all);
+
+  // One forward over the rows of several sequences: part j runs its tokens in its sequence at
+  // positions start .. start + size - 1, as forward(tokens, start) runs them in sequence 0. The rows
+  // are the parts' in order; with Rows::last each part keeps its last row's logits. A row's logits
+  // and cache entries are the bytes its sequence gets alone, whatever the other parts are (every
+  // op's order is the row's own: docs/op-contract.md). A sequence appears in at most one part.
+  // Throws std::invalid_argument naming the value, before any state changes.
+  struct Part {
+    std::int64_t sequence = 0;
+    std::span<const std::int32_t> tokens;
+    std::int64_t start = 0;
+  };
+  void forward(std::span<const Part> parts, Rows rows = Rows::all);
 
   // After forward: the rows that have logits, their bytes ([rows, vocab] in dtype()) and each
   // row's greedy token (order/argmax.h, computed on the backend).

@@ -68,10 +68,11 @@ class ProfiledBackend final : public Backend {
   void write_rows(const Buffer& rows, const Buffer& positions, std::int64_t m, std::size_t row_bytes,
                   Buffer& cache) override;
   void rope_write(Buffer& q, Buffer& k, const Buffer& v, std::int64_t m, std::int64_t heads, std::int64_t kv_heads,
-                  std::int64_t head_dim, DType t, const Buffer& positions, const Buffer& steps, bool interleaved,
-                  Buffer& keys, Buffer& values) override;
+                  std::int64_t head_dim, DType t, const Buffer& positions, const Buffer& cache_rows,
+                  const Buffer& steps, bool interleaved, Buffer& keys, Buffer& values) override;
   void attention(const Buffer& q, const Buffer& keys, const Buffer& values, std::int64_t m, const Buffer& positions,
-                 std::int64_t max_position, const AttentionShape& shape, DType t, Buffer& out) override;
+                 const Buffer& cache_rows, std::int64_t max_position, const AttentionShape& shape, DType t,
+                 Buffer& out) override;
   void gated_activation(const Buffer& gate, const Buffer& up, std::int64_t count, Activation act, DType t,
                         Buffer& out) override;
   void add(const Buffer& a, const Buffer& b, std::int64_t count, DType t, Buffer& out) override;

@@ -10,9 +10,12 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <map>
+#include <set>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 
 #include "engine/weights.h"
 #include "order/attention.h"
@@ -25,6 +28,7 @@ namespace {
 [[noreturn]] void fail(const std::string& what) { throw std::invalid_argument("[exactq] decoder: " + what); }
 
 constexpr std::int64_t kDefaultContext = 4096;
+constexpr std::int64_t kMaxSequences = 4096;
 
 order::RopeParams rope_params(const ModelConfig& c, bool local) {
   order::RopeParams p;
@@ -56,8 +60,9 @@ struct Decoder::State {
   std::size_t e;  // bytes per activation
   engine::Weights w;
   std::unique_ptr<Buffer> rope_global, rope_local;  // phase steps (order/rope.h)
-  std::vector<std::unique_ptr<Buffer>> keys, values;  // per layer: [context, kv_dim]
-  std::int64_t length = 0;
+  // Per layer: [sequences * context, kv_dim], sequence s's position p at row s * context + p.
+  std::vector<std::unique_ptr<Buffer>> keys, values;
+  std::vector<std::int64_t> lengths;  // per sequence
   float eps = 0, embed_scale = 0;
 
   // Activations for up to `capacity` rows.
@@ -206,16 +211,16 @@ struct Decoder::State {
     return false;
   }
 
-  // One width's inputs (the tokens, then their positions, std::int32_t, uploaded together before
-  // each forward) and its captured steps, per (rows, attention bound): how often each was seen,
-  // and its graph once captured.
+  // One width's inputs (the tokens, their positions and their cache rows, std::int32_t, uploaded
+  // together before each forward) and its captured steps, per (rows, attention bound, the rows
+  // kept with Rows::last): how often each was seen, and its graph once captured.
   struct Plan {
-    std::unique_ptr<Buffer> inputs, tokens, positions;  // tokens and positions: views of inputs
+    std::unique_ptr<Buffer> inputs, tokens, positions, cache_rows;  // the last three: views of inputs
     struct Step {
       int seen = 0;
       std::unique_ptr<Graph> graph;
     };
-    std::map<std::pair<int, std::int64_t>, Step> steps;
+    std::map<std::tuple<int, std::int64_t, std::vector<std::int64_t>>, Step> steps;
   };
   std::map<std::int64_t, Plan> plans;
   std::int64_t replayed = 0;  // forwards run as a replayed graph
@@ -224,9 +229,10 @@ struct Decoder::State {
     Plan& p = plans[m];
     if (!p.inputs) {
       const std::size_t bytes = std::size_t(m) * sizeof(std::int32_t);
-      p.inputs = backend.allocate(2 * bytes);
+      p.inputs = backend.allocate(3 * bytes);
       p.tokens = backend.view(*p.inputs, 0, bytes);
       p.positions = backend.view(*p.inputs, bytes, bytes);
+      p.cache_rows = backend.view(*p.inputs, 2 * bytes, bytes);
     }
     return p;
   }
@@ -240,7 +246,7 @@ struct Decoder::State {
     return std::min(chunks * order::kAttentionChunk - 1, options.context_length - 1);
   }
 
-  void layer(std::size_t index, std::int64_t m, const Buffer& positions, std::int64_t bound) {
+  void layer(std::size_t index, std::int64_t m, const Buffer& positions, const Buffer& cache_rows, std::int64_t bound) {
     const ModelConfig& c = config;
     const engine::LayerWeights& L = w.layers[index];
     const bool local = !c.sliding_layers.empty() && c.sliding_layers[index];
@@ -261,7 +267,7 @@ struct Decoder::State {
       LinearEpilogue then;
       if (m == 1 && !c.qk_norm)
         then = {LinearEpilogue::Kind::rope_write, c.activation, c.num_heads, c.num_kv_heads, c.head_dim, &positions,
-                &steps, c.rope_traditional, keys[index].get(), values[index].get()};
+                &cache_rows, &steps, c.rope_traditional, keys[index].get(), values[index].get()};
       if (normed)
         linear(L.qkv, *xn, m, *qkv);
       else
@@ -288,13 +294,13 @@ struct Decoder::State {
       trace(at, "k_norm", *kb, m, KV);
     }
     if (!roped)
-      backend.rope_write(*qb, *kb, *vb, m, c.num_heads, c.num_kv_heads, c.head_dim, t, positions, steps,
+      backend.rope_write(*qb, *kb, *vb, m, c.num_heads, c.num_kv_heads, c.head_dim, t, positions, cache_rows, steps,
                          c.rope_traditional, *keys[index], *values[index]);
     trace(at, "rope_q", *qb, m, Q);
     trace(at, "rope_k", *kb, m, KV);
     const AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim,
                                order::attention_scale(c.query_pre_attn_scalar), local ? c.sliding_window : 0};
-    backend.attention(*qb, *keys[index], *values[index], m, positions, bound, shape, t, *attn);
+    backend.attention(*qb, *keys[index], *values[index], m, positions, cache_rows, bound, shape, t, *attn);
     trace(at, "attention", *attn, m, Q);
     linear(L.o_proj, *attn, m, *o);
     trace(at, "o_proj", *o, m, H);
@@ -337,8 +343,10 @@ struct Decoder::State {
     trace(at, "mlp_residual", *h, m, H);
   }
 
-  // The forward's ops from the embedding to the logits: what a captured step holds.
-  void issue_forward(std::int64_t m, const Plan& p, std::int64_t bound, Rows rows) {
+  // The forward's ops from the embedding to the logits: what a captured step holds. With
+  // Rows::last, the logits of rows `kept` only.
+  void issue_forward(std::int64_t m, const Plan& p, std::int64_t bound, Rows rows,
+                     const std::vector<std::int64_t>& kept) {
     const ModelConfig& c = config;
     if (h_swapped) std::swap(h, h_other), h_swapped = false;  // every forward from the same buffers
     pending = nullptr;
@@ -348,12 +356,12 @@ struct Decoder::State {
       backend.embed(*w.embed.dense, *p.tokens, m, *h);
     if (c.scale_embeddings) backend.scale(*h, m * c.hidden_size, embed_scale, t);
     trace(-1, "embed", *h, m, c.hidden_size);
-    for (std::size_t l = 0; l < w.layers.size(); ++l) layer(l, m, *p.positions, bound);
-    const std::int64_t out = rows == Rows::all ? m : 1;
-    if (rows == Rows::last) {  // only the last row: its bytes are the same as in the full computation
+    for (std::size_t l = 0; l < w.layers.size(); ++l) layer(l, m, *p.positions, *p.cache_rows, bound);
+    const std::int64_t out = rows == Rows::all ? m : std::int64_t(kept.size());
+    if (rows == Rows::last) {  // only the kept rows: their bytes are the same as in the full computation
       const std::size_t row = std::size_t(c.hidden_size) * e;
-      backend.copy(*h, std::size_t(m - 1) * row, *xn, 0, row);
-      norm(*xn, *w.final_norm, 1, c.hidden_size, *o);
+      for (std::size_t j = 0; j < kept.size(); ++j) backend.copy(*h, std::size_t(kept[j]) * row, *xn, j * row, row);
+      norm(*xn, *w.final_norm, out, c.hidden_size, *o);
     } else {
       norm(*h, *w.final_norm, m, c.hidden_size, *o);
     }
@@ -395,7 +403,14 @@ Decoder::Decoder(Backend& backend, const Checkpoint& checkpoint, const DecoderOp
   };
   s.rope_global = steps_buffer(false);
   s.rope_local = c.sliding_layers.empty() ? steps_buffer(false) : steps_buffer(true);
-  const std::size_t cache = std::size_t(context) * std::size_t(c.kv_dim()) * s.e;
+  if (options.sequences < 1 || options.sequences > kMaxSequences)
+    fail("sequences = " + std::to_string(options.sequences) + " is out of range [1, " +
+         std::to_string(kMaxSequences) + "]");
+  if (context * options.sequences > std::numeric_limits<std::int32_t>::max())
+    fail(std::to_string(options.sequences) + " sequences of " + std::to_string(context) +
+         " positions are more cache rows than 32-bit row indices reach");
+  s.lengths.assign(std::size_t(options.sequences), 0);
+  const std::size_t cache = std::size_t(context * options.sequences) * std::size_t(c.kv_dim()) * s.e;
   for (std::int64_t l = 0; l < c.num_layers; ++l) {
     s.keys.push_back(backend.allocate(cache));
     s.values.push_back(backend.allocate(cache));
@@ -409,43 +424,81 @@ const DecoderOptions& Decoder::options() const { return s_->options; }
 DType Decoder::dtype() const { return s_->t; }
 std::int64_t Decoder::vocab_size() const { return s_->w.head().n; }
 std::int64_t Decoder::context_length() const { return s_->options.context_length; }
-std::int64_t Decoder::length() const { return s_->length; }
+std::int64_t Decoder::sequences() const { return s_->options.sequences; }
+std::int64_t Decoder::length() const { return s_->lengths[0]; }
+std::int64_t Decoder::length(std::int64_t sequence) const {
+  if (sequence < 0 || sequence >= s_->options.sequences)
+    fail("sequence " + std::to_string(sequence) + " is not one of the cache's " +
+         std::to_string(s_->options.sequences));
+  return s_->lengths[std::size_t(sequence)];
+}
 std::int64_t Decoder::logits_rows() const { return s_->logits_rows; }
 std::int64_t Decoder::replayed_forwards() const { return s_->replayed; }
 
-void Decoder::truncate(std::int64_t length) {
-  if (length < 0 || length > s_->length)
-    fail("cannot truncate to " + std::to_string(length) + ": the cache holds " + std::to_string(s_->length) + " positions");
-  s_->length = length;
+void Decoder::truncate(std::int64_t length) { truncate(0, length); }
+
+void Decoder::truncate(std::int64_t sequence, std::int64_t length) {
+  const std::int64_t held = this->length(sequence);
+  if (length < 0 || length > held)
+    fail("cannot truncate to " + std::to_string(length) + ": the cache holds " + std::to_string(held) + " positions" +
+         (s_->options.sequences > 1 ? " of sequence " + std::to_string(sequence) : std::string()));
+  s_->lengths[std::size_t(sequence)] = length;
 }
 
 void Decoder::forward(std::span<const std::int32_t> tokens, std::int64_t start, Rows rows) {
+  const Part part{0, tokens, start};
+  forward(std::span(&part, 1), rows);
+}
+
+void Decoder::forward(std::span<const Part> parts, Rows rows) {
   State& s = *s_;
-  const std::int64_t m = std::int64_t(tokens.size());
-  if (m == 0) fail("no tokens to run");
-  if (start < 0 || start > s.length)
-    fail("start position " + std::to_string(start) + " is past the cache's " + std::to_string(s.length) + " positions");
-  if (m > s.options.context_length - start)
-    fail(std::to_string(m) + " tokens from position " + std::to_string(start) + " overflow the context of " +
-         std::to_string(s.options.context_length));
-  const std::int64_t embed_rows = s.w.embed.n;
-  for (std::size_t i = 0; i < tokens.size(); ++i)
-    if (tokens[i] < 0 || tokens[i] >= embed_rows)
-      fail("token " + std::to_string(tokens[i]) + " (at " + std::to_string(i) + ") is outside the vocabulary [0, " +
-           std::to_string(embed_rows) + ")");
+  if (parts.empty()) fail("no tokens to run");
   if (rows != Rows::all && rows != Rows::last) fail("rows value " + std::to_string(int(rows)) + " is not a Rows");
+  const std::int64_t context = s.options.context_length, embed_rows = s.w.embed.n;
+  std::set<std::int64_t> seen;
+  std::int64_t m = 0, last = 0;
+  for (const Part& part : parts) {
+    const std::int64_t length = this->length(part.sequence), size = std::int64_t(part.tokens.size());
+    const std::string where = parts.size() > 1 ? " (sequence " + std::to_string(part.sequence) + ")" : "";
+    if (!seen.insert(part.sequence).second) fail("sequence " + std::to_string(part.sequence) + " is in two parts");
+    if (size == 0) fail("no tokens to run" + where);
+    if (part.start < 0 || part.start > length)
+      fail("start position " + std::to_string(part.start) + " is past the cache's " + std::to_string(length) +
+           " positions" + where);
+    if (size > context - part.start)
+      fail(std::to_string(size) + " tokens from position " + std::to_string(part.start) + " overflow the context of " +
+           std::to_string(context) + where);
+    for (std::size_t i = 0; i < part.tokens.size(); ++i)
+      if (part.tokens[i] < 0 || part.tokens[i] >= embed_rows)
+        fail("token " + std::to_string(part.tokens[i]) + " (at " + std::to_string(m + std::int64_t(i)) +
+             ") is outside the vocabulary [0, " + std::to_string(embed_rows) + ")" + where);
+    m += size;
+    last = std::max(last, part.start + size - 1);
+  }
+  if (m > std::numeric_limits<std::int32_t>::max()) fail(std::to_string(m) + " rows are more than one forward runs");
 
   s.reserve(m);
-  s.length = start;
   s.logits_rows = 0;
   State::Plan& plan = s.plan(m);
-  std::vector<std::int32_t> inputs(tokens.begin(), tokens.end());
-  for (std::int64_t i = 0; i < m; ++i) inputs.push_back(std::int32_t(start + i));
+  // Tokens, then positions, then cache rows (sequence s's position p at row s * context + p).
+  std::vector<std::int32_t> inputs(std::size_t(3 * m));
+  std::vector<std::int64_t> kept;
+  std::size_t at = 0;
+  for (const Part& part : parts) {
+    for (std::size_t i = 0; i < part.tokens.size(); ++i, ++at) {
+      const std::int64_t position = part.start + std::int64_t(i);
+      inputs[at] = part.tokens[i];
+      inputs[std::size_t(m) + at] = std::int32_t(position);
+      inputs[std::size_t(2 * m) + at] = std::int32_t(part.sequence * context + position);
+    }
+    if (rows == Rows::last) kept.push_back(std::int64_t(at) - 1);
+    s.lengths[std::size_t(part.sequence)] = part.start;  // later positions are forgotten
+  }
   s.backend.upload(*plan.inputs, std::as_bytes(std::span(inputs)));
-  const std::int64_t bound = s.attention_bound(start + m - 1);
-  const std::function<void()> issue = [&] { s.issue_forward(m, plan, bound, rows); };
+  const std::int64_t bound = s.attention_bound(last);
+  const std::function<void()> issue = [&] { s.issue_forward(m, plan, bound, rows, kept); };
   if (!s.tracer && s.options.graphs) {
-    State::Plan::Step& step = plan.steps[{int(rows), bound}];
+    State::Plan::Step& step = plan.steps[{int(rows), bound, kept}];
     if (step.graph && s.backend.replay(*step.graph)) {
       ++s.replayed;
     } else if (++step.seen < 2) {  // the first forward of its kind runs as it comes (and grows any workspace)
@@ -465,8 +518,8 @@ void Decoder::forward(std::span<const std::int32_t> tokens, std::int64_t start, 
   } else {
     issue();
   }
-  s.length = start + m;
-  s.logits_rows = rows == Rows::all ? m : 1;
+  for (const Part& part : parts) s.lengths[std::size_t(part.sequence)] = part.start + std::int64_t(part.tokens.size());
+  s.logits_rows = rows == Rows::all ? m : std::int64_t(parts.size());
 }
 
 std::vector<std::byte> Decoder::logits() {

@@ -150,13 +150,13 @@ void write_rows(const Buffer& rows, const Buffer& positions, std::int64_t m, std
 }
 
 void rope_write(const Buffer& q, const Buffer& k, const Buffer& v, std::int64_t m, std::int64_t heads,
-                std::int64_t kv_heads, std::int64_t head_dim, DType t, const Buffer& positions, const Buffer& steps,
-                const Buffer& keys, const Buffer& values) {
+                std::int64_t kv_heads, std::int64_t head_dim, DType t, const Buffer& positions,
+                const Buffer& cache_rows, const Buffer& steps, const Buffer& keys, const Buffer& values) {
   rope(q, m, heads, head_dim, t, positions, steps);
   rope(k, m, kv_heads, head_dim, t, positions, steps);
   const std::size_t row = std::size_t(kv_heads * head_dim) * dtype_size(t);
-  write_rows(k, positions, m, row, keys);
-  write_rows(v, positions, m, row, values);
+  write_rows(k, cache_rows, m, row, keys);
+  write_rows(v, cache_rows, m, row, values);
 }
 
 void positions_in_range(const char* op, const std::int32_t* positions, std::int64_t m, std::int64_t high) {
@@ -166,12 +166,23 @@ void positions_in_range(const char* op, const std::int32_t* positions, std::int6
                    std::to_string(high) + "]");
 }
 
+void cache_rows_in_range(const char* op, const std::int32_t* positions, const std::int32_t* cache_rows, std::int64_t m,
+                         std::int64_t rows) {
+  for (std::int64_t i = 0; i < m; ++i)
+    if (cache_rows[i] < positions[i] || cache_rows[i] > rows - 1)
+      fail(op, "cache_rows[" + std::to_string(i) + "] = " + std::to_string(cache_rows[i]) + " is out of range [" +
+                   std::to_string(positions[i]) + " (its position), " + std::to_string(rows - 1) +
+                   "] (the cache's rows)");
+}
+
 void attention(const Buffer& q, const Buffer& keys, const Buffer& values, std::int64_t m, const Buffer& positions,
-               std::int64_t max_position, const AttentionShape& s, DType t, const Buffer& out) {
+               const Buffer& cache_rows, std::int64_t max_position, const AttentionShape& s, DType t,
+               const Buffer& out) {
   validate_dtype(t);
   in_range("attention", "M", m, 1, kMaxRows);
   in_range("attention", "max_position", max_position, 0, kMaxPosition);
   holds("attention", "positions", positions, bytes_of("attention", m, sizeof(std::int32_t)));
+  holds("attention", "cache_rows", cache_rows, bytes_of("attention", m, sizeof(std::int32_t)));
   in_range("attention", "kv_heads", s.kv_heads, 1, 1 << 16);
   in_range("attention", "heads", s.heads, s.kv_heads, 1 << 16);
   if (s.heads % s.kv_heads != 0)

@@ -38,14 +38,20 @@ void add_rmsnorm(const Buffer& h, const Buffer& delta, const Buffer& weight, std
 void rope(const Buffer& x, std::int64_t m, std::int64_t heads, std::int64_t head_dim, DType t, const Buffer& positions,
           const Buffer& steps);
 void write_rows(const Buffer& rows, const Buffer& positions, std::int64_t m, std::size_t row_bytes, const Buffer& cache);
-// rope's checks on q and k, write_rows' on k and v.
+// rope's checks on q and k, write_rows' on k and v at cache_rows.
 void rope_write(const Buffer& q, const Buffer& k, const Buffer& v, std::int64_t m, std::int64_t heads,
-                std::int64_t kv_heads, std::int64_t head_dim, DType t, const Buffer& positions, const Buffer& steps,
-                const Buffer& keys, const Buffer& values);
+                std::int64_t kv_heads, std::int64_t head_dim, DType t, const Buffer& positions,
+                const Buffer& cache_rows, const Buffer& steps, const Buffer& keys, const Buffer& values);
 void attention(const Buffer& q, const Buffer& keys, const Buffer& values, std::int64_t m, const Buffer& positions,
-               std::int64_t max_position, const AttentionShape& shape, DType t, const Buffer& out);
+               const Buffer& cache_rows, std::int64_t max_position, const AttentionShape& shape, DType t,
+               const Buffer& out);
 // On the host (the CPU backend): every positions[i] in [0, high], naming the first that is not.
 void positions_in_range(const char* op, const std::int32_t* positions, std::int64_t m, std::int64_t high);
+// On the host: every row's sequence inside the cache's `rows` rows, positions[i] <= cache_rows[i]
+// <= rows - 1 (its position 0 at cache row cache_rows[i] - positions[i] >= 0), naming the first
+// row that is not.
+void cache_rows_in_range(const char* op, const std::int32_t* positions, const std::int32_t* cache_rows, std::int64_t m,
+                         std::int64_t rows);
 void elementwise(const char* op, std::int64_t count, DType t, std::initializer_list<const Buffer*> operands);
 void add_bias(const Buffer& y, const Buffer& bias, std::int64_t m, std::int64_t n, DType t);
 void argmax(const Buffer& logits, std::int64_t m, std::int64_t n, DType t, const Buffer& indices);

@@ -153,18 +153,19 @@ void ProfiledBackend::write_rows(const Buffer& rows, const Buffer& positions, st
 }
 void ProfiledBackend::rope_write(Buffer& q, Buffer& k, const Buffer& v, std::int64_t m, std::int64_t heads,
                                  std::int64_t kv_heads, std::int64_t head_dim, DType t, const Buffer& positions,
-                                 const Buffer& steps, bool interleaved, Buffer& keys, Buffer& values_) {
+                                 const Buffer& cache_rows, const Buffer& steps, bool interleaved, Buffer& keys,
+                                 Buffer& values_) {
   const auto t0 = Clock::now();
-  inner_.rope_write(q, k, v, m, heads, kv_heads, head_dim, t, positions, steps, interleaved, keys, values_);
+  inner_.rope_write(q, k, v, m, heads, kv_heads, head_dim, t, positions, cache_rows, steps, interleaved, keys, values_);
   // q and k read and written, k and v read again and written to the caches.
   record("rope_write", fmt::format("{}+{} heads of {}, m={}", heads, kv_heads, head_dim, m),
          values(2 * m * (heads + kv_heads) * head_dim + 4 * m * kv_heads * head_dim, t), t0);
 }
 void ProfiledBackend::attention(const Buffer& q, const Buffer& keys, const Buffer& values_, std::int64_t m,
-                                const Buffer& positions, std::int64_t max_position, const AttentionShape& shape,
-                                DType t, Buffer& out) {
+                                const Buffer& positions, const Buffer& cache_rows, std::int64_t max_position,
+                                const AttentionShape& shape, DType t, Buffer& out) {
   const auto t0 = Clock::now();
-  inner_.attention(q, keys, values_, m, positions, max_position, shape, t, out);
+  inner_.attention(q, keys, values_, m, positions, cache_rows, max_position, shape, t, out);
   record("attention",
          fmt::format("{}/{} heads of {}{}, m={}", shape.heads, shape.kv_heads, shape.head_dim,
                      shape.window > 0 ? fmt::format(", window {}", shape.window) : "", m),

@@ -131,6 +131,129 @@ TEST(Decoder, RollbackThenRerunEqualsAFreshDecoder) {
   EXPECT_EQ(a.greedy(), b.greedy());
 }
 
+// Several sequences in one cache (DecoderOptions::sequences), run together: every forward takes
+// parts of a random subset of them (prefill chunks, decode rows, verify blocks after a rollback),
+// and every row's logits equal those of its sequence's own decoder running the same calls alone,
+// byte for byte; with Rows::last each part's kept row too. Architectures with a sliding window
+// and q/k norms, past one attention chunk. Control: a row's logits where its sequence's cache
+// held another sequence's history differ (what reading the wrong cache rows would give).
+TEST(Decoder, SequencesInOneForwardEqualEachSequenceAlone) {
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  for (const DecoderCase& c :
+       {DecoderCase{"gemma3_text", DType::bf16, false, true, 7}, DecoderCase{"qwen3", DType::f16}}) {
+    SCOPED_TRACE(c.name());
+    TempDir dir;
+    const Checkpoint ck = write_decoder_case(c, dir.path, rng);
+    auto backend = make_cpu_backend();
+    const std::int64_t vocab = ck.config().vocab_size, n = 4, context = 96;
+    DecoderOptions together{KernelFamily::exact, context};
+    together.sequences = n;
+    Decoder batch(*backend, ck, together);
+    std::vector<std::unique_ptr<Decoder>> alone;
+    for (std::int64_t j = 0; j < n; ++j)
+      alone.push_back(std::make_unique<Decoder>(*backend, ck, DecoderOptions{KernelFamily::exact, context}));
+    const std::size_t row = std::size_t(vocab) * ref_size(c.dtype);
+    std::vector<std::vector<std::int32_t>> history(static_cast<std::size_t>(n));  // each sequence's tokens by position
+    std::size_t compared = 0, rounds_with_several = 0;
+    for (int round = 0; round < 14; ++round) {
+      std::vector<std::vector<std::int32_t>> tokens;
+      std::vector<Decoder::Part> parts;
+      for (std::int64_t j = 0; j < n; ++j) {
+        if (rng() % 3 == 0) continue;  // this sequence sits the round out
+        const std::int64_t length = batch.length(j);
+        // A verify block after a rollback now and then; else the next chunk or row.
+        const std::int64_t start = length > 2 && rng() % 4 == 0 ? length - 1 - std::int64_t(rng() % 2) : length;
+        const std::int64_t size = std::min<std::int64_t>(
+            context - start, round < 2 ? 5 + std::int64_t(rng() % 20) : 1 + std::int64_t(rng() % 4));
+        if (size < 1) continue;
+        tokens.push_back(random_tokens(std::size_t(size), vocab, rng));
+        parts.push_back({j, {}, start});
+        history[std::size_t(j)].resize(std::size_t(start));
+        history[std::size_t(j)].insert(history[std::size_t(j)].end(), tokens.back().begin(), tokens.back().end());
+      }
+      if (parts.empty()) continue;
+      for (std::size_t i = 0; i < parts.size(); ++i) parts[i].tokens = tokens[i];
+      rounds_with_several += parts.size() > 1;
+      const Decoder::Rows rows = rng() % 3 == 0 ? Decoder::Rows::last : Decoder::Rows::all;
+      batch.forward(parts, rows);
+      const std::vector<std::byte> got = batch.logits();
+      std::size_t at = 0;
+      for (const Decoder::Part& part : parts) {
+        Decoder& own = *alone[std::size_t(part.sequence)];
+        own.forward(part.tokens, part.start, rows);
+        const std::vector<std::byte> want = own.logits();
+        ASSERT_LE(at + want.size(), got.size());
+        EXPECT_TRUE(std::equal(want.begin(), want.end(), got.begin() + std::ptrdiff_t(at)))
+            << "round " << round << ", sequence " << part.sequence << ": "
+            << differing_values(
+                   want, {got.begin() + std::ptrdiff_t(at), got.begin() + std::ptrdiff_t(at + want.size())}, c.dtype)
+            << " values differ";
+        EXPECT_EQ(batch.length(part.sequence), own.length());
+        at += want.size();
+        compared += want.size() / row;
+      }
+      EXPECT_EQ(at, got.size());
+    }
+    EXPECT_GT(rounds_with_several, 3u);
+    EXPECT_GT(compared, 40u);
+
+    // The control: a row of sequence 1 again, and the same token at the same position after
+    // sequence 0's history instead of its own.
+    const std::int64_t p = std::min(batch.length(0), batch.length(1)) - 1;
+    ASSERT_GT(p, 0);
+    const std::vector<std::int32_t> last = {history[1][std::size_t(p)]};
+    batch.truncate(1, p);
+    const Decoder::Part again{1, last, p};
+    batch.forward(std::span(&again, 1));
+    Decoder other(*backend, ck, {KernelFamily::exact, context});
+    other.forward(std::span(history[0]).first(std::size_t(p)), 0);
+    other.forward(last, p);
+    EXPECT_NE(other.logits(), batch.logits()) << "sequence 0's history must give other logits";
+  }
+}
+
+// Parts that cannot run are refused before any state changes, naming the value.
+TEST(Decoder, RefusesBadPartsNamingTheValue) {
+  std::mt19937_64 rng(fresh_seed());
+  TempDir dir;
+  const Checkpoint ck = write_decoder_case({"llama"}, dir.path, rng);
+  auto backend = make_cpu_backend();
+  DecoderOptions o{KernelFamily::exact, 16};
+  o.sequences = 3;
+  Decoder d(*backend, ck, o);
+  const auto a = ids({1, 2}), b = ids({3});
+  d.forward(std::vector<Decoder::Part>{{0, a, 0}, {2, b, 0}});
+  auto message = [&](std::vector<Decoder::Part> parts) {
+    try {
+      d.forward(parts);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("(nothing thrown)");
+  };
+  EXPECT_NE(message({{0, a, 2}, {0, b, 4}}).find("sequence 0 is in two parts"), std::string::npos);
+  EXPECT_NE(message({{0, a, 2}, {3, b, 0}}).find("sequence 3 is not one of the cache's 3"), std::string::npos);
+  EXPECT_NE(message({{0, a, 2}, {1, b, 1}}).find("start position 1 is past the cache's 0 positions (sequence 1)"),
+            std::string::npos);
+  EXPECT_NE(message({{2, ids({320}), 1}}).find("token 320"), std::string::npos);
+  EXPECT_NE(message({{1, std::vector<std::int32_t>(17, 1), 0}}).find("overflow the context of 16"), std::string::npos);
+  EXPECT_NE(message({}).find("no tokens"), std::string::npos);
+  DecoderOptions too_many{KernelFamily::exact, 16};
+  too_many.sequences = 0;
+  EXPECT_THROW(Decoder(*backend, ck, too_many), std::invalid_argument);
+  EXPECT_EQ(d.length(0), 2) << "refused calls change nothing";
+  EXPECT_EQ(d.length(1), 0);
+  EXPECT_EQ(d.length(2), 1);
+  try {
+    d.truncate(2, 2);
+    ADD_FAILURE() << "truncating past a sequence's length must throw";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("positions of sequence 2"), std::string::npos) << e.what();
+  }
+}
+
 // The exact family stacks q/k/v and gate/up into one matrix each: every projection's output, as the
 // tracer sees it, equals that projection's own matrix (loaded alone) applied to the traced input,
 // byte for byte, at M = 1 (views of the stacked output) and M > 1 (its columns copied out).
@@ -159,7 +282,9 @@ TEST(Decoder, StackedProjectionsGiveEachProjectionsOwnBytes) {
       const std::pair<const char*, const LinearView*> parts[] = {{"q_proj", &v.q_proj}, {"k_proj", &v.k_proj},
                                                                   {"v_proj", &v.v_proj}, {"gate_proj", &v.gate_proj},
                                                                   {"up_proj", &v.up_proj}};
-      for (const auto& [op, view] : parts) {
+      for (const auto& part : parts) {
+        const char* op = part.first;
+        const LinearView* view = part.second;  // a variable, not a binding: the lambdas below capture it
         const std::string input = op[0] == 'g' || op[0] == 'u' ? "post_attention_norm" : "input_norm";
         auto run = [&](std::vector<std::byte> x) {
           const auto w = backend->load(view->q);

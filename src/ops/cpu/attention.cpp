@@ -92,7 +92,8 @@ int workers_for(std::int64_t m, const std::int32_t* positions, const AttentionSh
 }  // namespace
 
 void attention(const std::byte* q, const std::byte* keys, const std::byte* values, std::int64_t m,
-               const std::int32_t* positions, const AttentionShape& s, DType t, std::byte* out, int threads) {
+               const std::int32_t* positions, const std::int32_t* cache_rows, const AttentionShape& s, DType t,
+               std::byte* out, int threads) {
   if (s.head_dim <= 0 || s.head_dim % order::kDotPartials != 0 || s.head_dim > order::kMaxHeadDim)
     throw std::invalid_argument("attention: head_dim must be a positive multiple of 8 up to 512");
   const std::int64_t group = s.heads / s.kv_heads, pieces = (group + kAttentionHeads - 1) / kAttentionHeads;
@@ -105,7 +106,10 @@ void attention(const std::byte* q, const std::byte* keys, const std::byte* value
       const std::int64_t h0 = kv * group + piece * kAttentionHeads;
       const int nh = int(group - piece * kAttentionHeads < kAttentionHeads ? group - piece * kAttentionHeads
                                                                           : kAttentionHeads);
-      attend(k, q, keys, values, row, positions[row], kv, h0, nh, s, t, out);
+      // The row's sequence from its position 0 on.
+      const std::size_t first =
+          std::size_t(cache_rows[row] - positions[row]) * std::size_t(s.kv_heads * s.head_dim) * dtype_size(t);
+      attend(k, q, keys + first, values + first, row, positions[row], kv, h0, nh, s, t, out);
     }
   });
 }

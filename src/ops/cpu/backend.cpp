@@ -240,24 +240,32 @@ class CpuBackend final : public Backend {
     cpu::write_rows(data(rows), p, m, row_bytes, data(cache));
   }
   void rope_write(Buffer& q, Buffer& k, const Buffer& v, std::int64_t m, std::int64_t heads, std::int64_t kv_heads,
-                  std::int64_t head_dim, DType t, const Buffer& positions, const Buffer& steps, bool interleaved,
-                  Buffer& keys, Buffer& values) override {
-    checks::rope_write(own(q), own(k), own(v), m, heads, kv_heads, head_dim, t, own(positions), own(steps), own(keys),
-                       own(values));
+                  std::int64_t head_dim, DType t, const Buffer& positions, const Buffer& cache_rows,
+                  const Buffer& steps, bool interleaved, Buffer& keys, Buffer& values) override {
+    checks::rope_write(own(q), own(k), own(v), m, heads, kv_heads, head_dim, t, own(positions), own(cache_rows),
+                       own(steps), own(keys), own(values));
     const std::size_t row = std::size_t(kv_heads * head_dim) * dtype_size(t);
     const auto* p = reinterpret_cast<const std::int32_t*>(data(positions));
-    checks::positions_in_range("rope_write", p, m, std::int64_t(std::min(own(keys).size(), own(values).size()) / row) - 1);
+    checks::positions_in_range("rope_write", p, m, std::numeric_limits<std::int32_t>::max());
+    checks::cache_rows_in_range("rope_write", p, reinterpret_cast<const std::int32_t*>(data(cache_rows)), m,
+                                std::int64_t(std::min(own(keys).size(), own(values).size()) / row));
     rope(q, m, heads, head_dim, t, positions, steps, interleaved);
     rope(k, m, kv_heads, head_dim, t, positions, steps, interleaved);
-    write_rows(k, positions, m, row, keys);
-    write_rows(v, positions, m, row, values);
+    write_rows(k, cache_rows, m, row, keys);
+    write_rows(v, cache_rows, m, row, values);
   }
   void attention(const Buffer& q, const Buffer& keys, const Buffer& values, std::int64_t m, const Buffer& positions,
-                 std::int64_t max_position, const AttentionShape& shape, DType t, Buffer& out) override {
-    checks::attention(own(q), own(keys), own(values), m, own(positions), max_position, shape, t, own(out));
+                 const Buffer& cache_rows, std::int64_t max_position, const AttentionShape& shape, DType t,
+                 Buffer& out) override {
+    checks::attention(own(q), own(keys), own(values), m, own(positions), own(cache_rows), max_position, shape, t,
+                      own(out));
     const auto* p = reinterpret_cast<const std::int32_t*>(data(positions));
+    const auto* rows = reinterpret_cast<const std::int32_t*>(data(cache_rows));
     checks::positions_in_range("attention", p, m, max_position);
-    cpu::attention(data(q), data(keys), data(values), m, p, shape, t, data(out), options_.threads);
+    const std::size_t row = std::size_t(shape.kv_heads * shape.head_dim) * dtype_size(t);
+    checks::cache_rows_in_range("attention", p, rows, m,
+                                std::int64_t(std::min(own(keys).size(), own(values).size()) / row));
+    cpu::attention(data(q), data(keys), data(values), m, p, rows, shape, t, data(out), options_.threads);
   }
   void gated_activation(const Buffer& gate, const Buffer& up, std::int64_t count, Activation act, DType t,
                         Buffer& out) override {

@@ -30,8 +30,10 @@ void write_rows(const std::byte* rows, const std::int32_t* positions, std::int64
 // Row i at positions[i] (checked by the backend).
 void rope(std::byte* x, std::int64_t m, std::int64_t heads, std::int64_t head_dim, DType t,
           const std::int32_t* positions, const std::uint64_t* steps, bool interleaved, int threads);
+// Row i reads its sequence's cache rows from cache_rows[i] - positions[i] (checked by the backend).
 void attention(const std::byte* q, const std::byte* keys, const std::byte* values, std::int64_t m,
-               const std::int32_t* positions, const AttentionShape& shape, DType t, std::byte* out, int threads);
+               const std::int32_t* positions, const std::int32_t* cache_rows, const AttentionShape& shape, DType t,
+               std::byte* out, int threads);
 void gated_activation(const std::byte* gate, const std::byte* up, std::int64_t count, Activation act, DType t,
                       std::byte* out, int threads);
 void add(const std::byte* a, const std::byte* b, std::int64_t count, DType t, std::byte* out);

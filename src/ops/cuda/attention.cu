@@ -97,8 +97,9 @@ __host__ __device__ inline Layout layout(int group_heads, int d, std::size_t e) 
 
 template <DType T, int PAIRS>
 __global__ void __launch_bounds__(kBlock) attention_kernel(const std::byte* q, const std::byte* keys, const std::byte* values,
-                                                           const std::int32_t* positions, std::int64_t max_position,
-                                                           int heads, int kv_heads, int d, float scale, std::int64_t window,
+                                                           const std::int32_t* positions, const std::int32_t* cache_at,
+                                                           std::int64_t cache_rows, std::int64_t max_position, int heads,
+                                                           int kv_heads, int d, float scale, std::int64_t window,
                                                            int slots, float2* stats, float* o_c, unsigned* counters,
                                                            std::byte* out) {
   extern __shared__ __align__(16) std::byte shared[];
@@ -123,8 +124,12 @@ __global__ void __launch_bounds__(kBlock) attention_kernel(const std::byte* q, c
   float* weights = reinterpret_cast<float*>(shared + L.weights);
   const std::size_t stride = std::size_t(kv_heads) * std::size_t(d) * e;  // bytes between positions
   const int row_bytes = d * int(e), tile_rows = int(L.tile_rows), pairs = d / 2;
-  const std::byte* k_rows = keys + std::size_t(kv) * std::size_t(d) * e + std::size_t(first) * stride;
-  const std::byte* v_rows = values + std::size_t(kv) * std::size_t(d) * e + std::size_t(first) * stride;
+  // The row's sequence starts at cache row cache_at[row] - position, kept inside the cache.
+  std::int64_t base = cache_at[row] - position;
+  base = base < cache_rows - 1 - position ? base : cache_rows - 1 - position;
+  base = base > 0 ? base : 0;
+  const std::byte* k_rows = keys + std::size_t(kv) * std::size_t(d) * e + std::size_t(base + first) * stride;
+  const std::byte* v_rows = values + std::size_t(kv) * std::size_t(d) * e + std::size_t(base + first) * stride;
   // The chunk's K and V rows travel together, in one round trip: K first (its own commit group),
   // then V, which lands during the scores.
   std::byte* key_tile = shared + L.keys;
@@ -236,8 +241,9 @@ std::size_t attention_counter_count(std::int64_t m, const AttentionShape& s) {
 }
 
 void launch_attention(const void* q, const void* keys, const void* values, std::int64_t m,
-                      const std::int32_t* positions, std::int64_t max_position, const AttentionShape& s, DType t,
-                      void* out, void* workspace, std::size_t workspace_bytes, unsigned* counters, cudaStream_t stream) {
+                      const std::int32_t* positions, const std::int32_t* cache_at, std::int64_t cache_rows,
+                      std::int64_t max_position, const AttentionShape& s, DType t, void* out, void* workspace,
+                      std::size_t workspace_bytes, unsigned* counters, cudaStream_t stream) {
   const std::int64_t slots = slots_for(max_position, s.window), groups = head_groups(s);
   const std::size_t per_row = row_bytes(s, slots), e = dtype_size(t), row_elements = std::size_t(s.heads * s.head_dim);
   std::int64_t rows = std::int64_t(workspace_bytes / per_row);  // rows per slice
@@ -264,8 +270,8 @@ void launch_attention(const void* q, const void* keys, const void* values, std::
         EXACTQ_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
       launch_step(kernel, dim3(unsigned(n * s.kv_heads * groups * slots)), kBlock, shared, stream,
                   q_bytes + std::size_t(r0) * row_elements * e, static_cast<const std::byte*>(keys),
-                  static_cast<const std::byte*>(values), positions + r0, max_position, int(s.heads), int(s.kv_heads),
-                  int(s.head_dim), s.scale, s.window, int(slots), stats, o_c, counters,
+                  static_cast<const std::byte*>(values), positions + r0, cache_at + r0, cache_rows, max_position,
+                  int(s.heads), int(s.kv_heads), int(s.head_dim), s.scale, s.window, int(slots), stats, o_c, counters,
                   out_bytes + std::size_t(r0) * row_elements * e);
     });
     EXACTQ_CUDA_CHECK(cudaGetLastError());

@@ -361,14 +361,16 @@ class CudaBackend final : public Backend {
       fused.activation = int(then.activation);
       y_values = m * v.n / 2;
     } else if (then.kind == Kind::rope_write) {
-      if (!then.positions || !then.steps || !then.keys || !then.values)
-        throw std::invalid_argument("[exactq] norm_qmv: rope_write needs positions, steps, keys and values");
+      if (!then.positions || !then.cache_rows || !then.steps || !then.keys || !then.values)
+        throw std::invalid_argument(
+            "[exactq] norm_qmv: rope_write needs positions, cache rows, steps, keys and values");
       if (then.heads < 1 || then.kv_heads < 1 || then.head_dim < 2 || v.n != (then.heads + 2 * then.kv_heads) * then.head_dim)
         throw std::invalid_argument("[exactq] norm_qmv: N = " + std::to_string(v.n) + " is not (heads + 2 kv_heads) head_dim of " +
                                     std::to_string(then.heads) + ", " + std::to_string(then.kv_heads) + ", " +
                                     std::to_string(then.head_dim));
       checks::rope_write(buffer(y), buffer(y), buffer(y), m, then.heads, then.kv_heads, then.head_dim, v.dtype,
-                         buffer(*then.positions), buffer(*then.steps), buffer(*then.keys), buffer(*then.values));
+                         buffer(*then.positions), buffer(*then.cache_rows), buffer(*then.steps), buffer(*then.keys),
+                         buffer(*then.values));
       const std::int64_t kv_values = then.kv_heads * then.head_dim;
       const std::size_t row = std::size_t(kv_values) * dtype_size(v.dtype);
       fused.epilogue = cuda_detail::kRopeWrite;
@@ -376,6 +378,7 @@ class CudaBackend final : public Backend {
       while ((1 << fused.pair_shift) < fused.pair_run) ++fused.pair_shift;  // exact where pair_run is a power of two
       fused.paired_rows = (then.heads + then.kv_heads) * then.head_dim, fused.q_rows = then.heads * then.head_dim;
       fused.head_dim = then.head_dim, fused.interleaved = then.interleaved, fused.positions = int32s(*then.positions);
+      fused.cache_at = int32s(*then.cache_rows);
       fused.steps = reinterpret_cast<const std::uint64_t*>(data(*then.steps));
       fused.keys = data(*then.keys), fused.values = data(*then.values);
       fused.cache_rows = std::int64_t(std::min(buffer(*then.keys).size(), buffer(*then.values).size()) / row);
@@ -449,19 +452,21 @@ class CudaBackend final : public Backend {
                                    std::int64_t(buffer(cache).size() / row_bytes), stream_);
   }
   void rope_write(Buffer& q, Buffer& k, const Buffer& v, std::int64_t m, std::int64_t heads, std::int64_t kv_heads,
-                  std::int64_t head_dim, DType t, const Buffer& positions, const Buffer& steps, bool interleaved,
-                  Buffer& keys, Buffer& values) override {
-    checks::rope_write(buffer(q), buffer(k), buffer(v), m, heads, kv_heads, head_dim, t, buffer(positions), buffer(steps),
-                       buffer(keys), buffer(values));
+                  std::int64_t head_dim, DType t, const Buffer& positions, const Buffer& cache_rows,
+                  const Buffer& steps, bool interleaved, Buffer& keys, Buffer& values) override {
+    checks::rope_write(buffer(q), buffer(k), buffer(v), m, heads, kv_heads, head_dim, t, buffer(positions),
+                       buffer(cache_rows), buffer(steps), buffer(keys), buffer(values));
     const std::size_t row = std::size_t(kv_heads * head_dim) * dtype_size(t);
     cuda_detail::launch_rope_write(data(q), data(k), data(v), m, heads, kv_heads, head_dim, t, int32s(positions),
-                                   reinterpret_cast<const std::uint64_t*>(data(steps)), interleaved, data(keys),
-                                   data(values), std::int64_t(std::min(buffer(keys).size(), buffer(values).size()) / row),
-                                   stream_);
+                                   int32s(cache_rows), reinterpret_cast<const std::uint64_t*>(data(steps)), interleaved,
+                                   data(keys), data(values),
+                                   std::int64_t(std::min(buffer(keys).size(), buffer(values).size()) / row), stream_);
   }
   void attention(const Buffer& q, const Buffer& keys, const Buffer& values, std::int64_t m, const Buffer& positions,
-                 std::int64_t max_position, const AttentionShape& shape, DType t, Buffer& out) override {
-    checks::attention(buffer(q), buffer(keys), buffer(values), m, buffer(positions), max_position, shape, t, buffer(out));
+                 const Buffer& cache_rows, std::int64_t max_position, const AttentionShape& shape, DType t,
+                 Buffer& out) override {
+    checks::attention(buffer(q), buffer(keys), buffer(values), m, buffer(positions), buffer(cache_rows), max_position,
+                      shape, t, buffer(out));
     const std::size_t need = cuda_detail::attention_workspace_bytes(m, max_position, shape);
     if (attention_workspace_.size() < need) {
       // Doubling (up to the cap), so that a growing context reallocates rarely; the old buffer
@@ -480,8 +485,11 @@ class CudaBackend final : public Backend {
       attention_counters_.fill(0);  // every call leaves them at zero
       ++workspace_generation_;
     }
-    cuda_detail::launch_attention(data(q), data(keys), data(values), m, int32s(positions), max_position, shape, t, data(out),
-                                  attention_workspace_.bytes().data(), attention_workspace_.size(),
+    const std::size_t row = std::size_t(shape.kv_heads * shape.head_dim) * dtype_size(t);
+    cuda_detail::launch_attention(data(q), data(keys), data(values), m, int32s(positions), int32s(cache_rows),
+                                  std::int64_t(std::min(buffer(keys).size(), buffer(values).size()) / row),
+                                  max_position, shape, t, data(out), attention_workspace_.bytes().data(),
+                                  attention_workspace_.size(),
                                   reinterpret_cast<unsigned*>(attention_counters_.bytes().data()), stream_);
   }
   void gated_activation(const Buffer& gate, const Buffer& up, std::int64_t count, Activation act, DType t,

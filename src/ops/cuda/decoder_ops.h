@@ -29,11 +29,12 @@ void launch_rope(void* x, std::int64_t m, std::int64_t heads, std::int64_t head_
                  const std::int32_t* positions, const std::uint64_t* steps, bool interleaved, cudaStream_t stream);
 void launch_write_rows(const void* rows, const std::int32_t* positions, std::int64_t m, std::size_t row_bytes,
                        void* cache, std::int64_t cache_rows, cudaStream_t stream);
-// rope(q), rope(k), write_rows(k, keys), write_rows(v, values) in one kernel (rope.cu); cache_rows
-// is the smaller cache's row count.
+// rope(q), rope(k), write_rows(k, keys), write_rows(v, values) in one kernel (rope.cu): row i
+// rotated at positions[i], cached at row cache_at[i]; cache_rows is the smaller cache's row count.
 void launch_rope_write(void* q, void* k, const void* v, std::int64_t m, std::int64_t heads, std::int64_t kv_heads,
-                       std::int64_t head_dim, DType t, const std::int32_t* positions, const std::uint64_t* steps,
-                       bool interleaved, void* keys, void* values, std::int64_t cache_rows, cudaStream_t stream);
+                       std::int64_t head_dim, DType t, const std::int32_t* positions, const std::int32_t* cache_at,
+                       const std::uint64_t* steps, bool interleaved, void* keys, void* values, std::int64_t cache_rows,
+                       cudaStream_t stream);
 // Attention runs split over key chunks (attention.cu): the chunks' statistics go through
 // `workspace`, device memory the caller owns. attention_workspace_bytes is what a call needs for
 // all its rows at once, at most kAttentionWorkspaceCap unless one row alone needs more; with less
@@ -43,9 +44,12 @@ void launch_rope_write(void* q, void* k, const void* v, std::int64_t m, std::int
 inline constexpr std::size_t kAttentionWorkspaceCap = std::size_t(256) << 20;
 std::size_t attention_workspace_bytes(std::int64_t m, std::int64_t max_position, const AttentionShape& shape);
 std::size_t attention_counter_count(std::int64_t m, const AttentionShape& shape);
+// Row i reads its sequence's rows from cache row cache_at[i] - positions[i] on (Backend::attention);
+// cache_rows is the smaller cache's row count, within which every read stays.
 void launch_attention(const void* q, const void* keys, const void* values, std::int64_t m,
-                      const std::int32_t* positions, std::int64_t max_position, const AttentionShape& shape, DType t,
-                      void* out, void* workspace, std::size_t workspace_bytes, unsigned* counters, cudaStream_t stream);
+                      const std::int32_t* positions, const std::int32_t* cache_at, std::int64_t cache_rows,
+                      std::int64_t max_position, const AttentionShape& shape, DType t, void* out, void* workspace,
+                      std::size_t workspace_bytes, unsigned* counters, cudaStream_t stream);
 void launch_gated_activation(const void* gate, const void* up, std::int64_t count, Activation act, DType t, void* out,
                              cudaStream_t stream);
 void launch_add(const void* a, const void* b, std::int64_t count, DType t, void* out, cudaStream_t stream);

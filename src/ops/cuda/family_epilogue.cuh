@@ -31,7 +31,8 @@ inline bool epilogue_fits(const QmvParams& p, std::int64_t n) {
   if (p.paired_rows % (2 * p.pair_run) != 0 || p.paired_rows > n) return false;
   if (p.paired_rows != 2 * std::int64_t(p.pair_run) && (p.pair_run & (p.pair_run - 1)) != 0) return false;
   if (p.epilogue == kGated) return p.paired_rows == n;
-  return p.epilogue == kRopeWrite && p.q_rows <= p.paired_rows && p.head_dim > 0 && p.positions && p.steps;
+  return p.epilogue == kRopeWrite && p.q_rows <= p.paired_rows && p.head_dim > 0 && p.positions && p.cache_at &&
+         p.steps;
 }
 
 // The row that row r of task `task` computes: with an epilogue, pairs first (see above). Pair j's
@@ -70,10 +71,11 @@ __device__ __forceinline__ void epilogue_store(const float (&held)[ROWS], const 
   const std::int64_t row = task_row<ROWS>(p, task, i);
   const std::int64_t kv_row = p.paired_rows - p.q_rows;  // rope_write: a cache row's values
   const std::int64_t position = p.epilogue == kRopeWrite ? p.positions[v0] : 0;
-  const bool cached = position >= 0 && position < p.cache_rows;
+  const std::int64_t cache_row = p.epilogue == kRopeWrite ? p.cache_at[v0] : 0;
+  const bool cached = cache_row >= 0 && cache_row < p.cache_rows;
   if (row >= p.paired_rows) {  // a v row
     store_f32(p.y, std::size_t(v0 * p.n + row), p.dtype, mine);
-    if (cached) store_f32(p.values, std::size_t(position * kv_row + row - p.paired_rows), p.dtype, mine);
+    if (cached) store_f32(p.values, std::size_t(cache_row * kv_row + row - p.paired_rows), p.dtype, mine);
     return;
   }
   if (i >= kHalf) return;  // the pair's first row's lane stores the pair
@@ -89,7 +91,7 @@ __device__ __forceinline__ void epilogue_store(const float (&held)[ROWS], const 
   store_f32(p.y, std::size_t(v0 * p.n + row), p.dtype, y1);
   store_f32(p.y, std::size_t(v0 * p.n + partner), p.dtype, y2);
   if (row >= p.q_rows && cached) {
-    const std::int64_t at = position * kv_row - p.q_rows;
+    const std::int64_t at = cache_row * kv_row - p.q_rows;
     store_f32(p.keys, std::size_t(at + row), p.dtype, y1);
     store_f32(p.keys, std::size_t(at + partner), p.dtype, y2);
   }

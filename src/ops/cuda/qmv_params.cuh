@@ -40,10 +40,11 @@ struct QmvParams {
   std::int64_t q_rows = 0, head_dim = 0;    // kRopeWrite: heads * head_dim, and head_dim
   bool interleaved = false;
   const std::int32_t* positions = nullptr;  // one per vector
+  const std::int32_t* cache_at = nullptr;   // one per vector: its cache row (Backend::rope_write's cache_rows)
   const std::uint64_t* steps = nullptr;     // head_dim / 2 phase steps
   void* keys = nullptr;
   void* values = nullptr;
-  std::int64_t cache_rows = 0;              // positions that keys and values hold
+  std::int64_t cache_rows = 0;              // rows that keys and values hold
 };
 
 enum QmvEpilogueKind : int { kStore = 0, kGated = 1, kRopeWrite = 2 };

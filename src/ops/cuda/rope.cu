@@ -47,8 +47,9 @@ __device__ __forceinline__ void copy_pair(const void* x, std::size_t a, std::siz
 }
 
 __global__ void rope_write_kernel(void* q, void* k, const void* v, int m, int heads, int kv_heads, int head_dim,
-                                  DType t, const std::int32_t* positions, const std::uint64_t* steps,
-                                  bool interleaved, void* keys, void* values, std::int64_t cache_rows) {
+                                  DType t, const std::int32_t* positions, const std::int32_t* cache_at,
+                                  const std::uint64_t* steps, bool interleaved, void* keys, void* values,
+                                  std::int64_t cache_rows) {
   // Before the wait: the indices, and the rotation's cos and sin, which depend on the positions
   // (the step's inputs, in place before its first kernel) and the immutable phase steps alone.
   let_next_grid_start();
@@ -66,9 +67,10 @@ __global__ void rope_write_kernel(void* q, void* k, const void* v, int m, int he
   const std::size_t base = std::size_t(vector) * std::size_t(head_dim);
   const std::size_t a = base + std::size_t(interleaved ? 2 * pair : pair);
   const std::size_t b = interleaved ? a + 1 : a + std::size_t(half);
-  // Element a of row `row` sits at (position - row) rows further in the cache.
-  const std::int64_t shift = (position - row) * kv_heads * head_dim;
-  const bool cached = position >= 0 && position < cache_rows;
+  // Element a of row `row` sits at (its cache row - row) rows further in the cache.
+  const std::int64_t cache_row = cache_at[row];
+  const std::int64_t shift = (cache_row - row) * kv_heads * head_dim;
+  const bool cached = cache_row >= 0 && cache_row < cache_rows;
   if (part == 2) {
     if (cached) copy_pair(v, a, b, t, values, std::size_t(std::int64_t(a) + shift), std::size_t(std::int64_t(b) + shift));
     return;
@@ -87,14 +89,15 @@ __global__ void rope_write_kernel(void* q, void* k, const void* v, int m, int he
 }  // namespace
 
 void launch_rope_write(void* q, void* k, const void* v, std::int64_t m, std::int64_t heads, std::int64_t kv_heads,
-                       std::int64_t head_dim, DType t, const std::int32_t* positions, const std::uint64_t* steps,
-                       bool interleaved, void* keys, void* values, std::int64_t cache_rows, cudaStream_t stream) {
+                       std::int64_t head_dim, DType t, const std::int32_t* positions, const std::int32_t* cache_at,
+                       const std::uint64_t* steps, bool interleaved, void* keys, void* values, std::int64_t cache_rows,
+                       cudaStream_t stream) {
   if (m * (heads + 2 * kv_heads) * (head_dim / 2) > std::numeric_limits<int>::max())
     throw std::invalid_argument("[exactq] rope_write: " + std::to_string(m) + " rows of " +
                                 std::to_string(heads + 2 * kv_heads) + " heads are more pairs than one launch indexes");
   launch_step(rope_write_kernel, dim3(blocks_for(m * (heads + 2 * kv_heads) * (head_dim / 2), kThreads)), kThreads, 0,
-              stream, q, k, v, int(m), int(heads), int(kv_heads), int(head_dim), t, positions, steps, interleaved, keys,
-              values, cache_rows);
+              stream, q, k, v, int(m), int(heads), int(kv_heads), int(head_dim), t, positions, cache_at, steps,
+              interleaved, keys, values, cache_rows);
   EXACTQ_CUDA_CHECK(cudaGetLastError());
 }
 

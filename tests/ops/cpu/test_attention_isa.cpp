@@ -71,8 +71,8 @@ Bytes reference(const Cell& c) {
 Bytes fast(const Cell& c, cpu::Isa isa, int threads) {
   IsaScope scope(isa);
   Bytes out(c.q.size(), std::byte{0xA5});
-  cpu::attention(c.q.data(), c.k.data(), c.v.data(), std::int64_t(c.positions.size()), c.positions.data(), c.shape,
-                 c.t, out.data(), threads);
+  cpu::attention(c.q.data(), c.k.data(), c.v.data(), std::int64_t(c.positions.size()), c.positions.data(),
+                 c.positions.data(), c.shape, c.t, out.data(), threads);
   return out;
 }
 

@@ -257,14 +257,15 @@ TEST(DecoderOps, AttentionRowsAreWidthInvariantAndReadNoLaterKey) {
       const Bytes q = random_values(m * std::size_t(heads * d), t, 2.0f, rng);
       const std::size_t row = std::size_t(heads * d) * ref_size(t);
       auto qb = o.put(q), kb = o.put(k), vb = o.put(v), out = o.put(Bytes(q.size()));
-      o.backend->attention(*qb, *kb, *vb, std::int64_t(m), *o.positions(start, std::int64_t(m)), positions - 1, shape, t, *out);
+      o.backend->attention(*qb, *kb, *vb, std::int64_t(m), *o.positions(start, std::int64_t(m)),
+                           *o.positions(start, std::int64_t(m)), positions - 1, shape, t, *out);
       const Bytes block = o.get(*out);
       for (std::size_t i = 0; i < block.size() / ref_size(t); ++i)
         ASSERT_TRUE(std::isfinite(ref_load(block.data(), i, t))) << "a poisoned key or value was read";
       EXPECT_EQ(rows_differing(m, row, block, [&](std::size_t i) {
                   auto qi = o.put(slice(q, i, row)), oi = o.put(Bytes(row));
                   const std::int64_t p = start + std::int64_t(i);  // the bound: its own position
-                  o.backend->attention(*qi, *kb, *vb, 1, *o.positions(p, 1), p, shape, t, *oi);
+                  o.backend->attention(*qi, *kb, *vb, 1, *o.positions(p, 1), *o.positions(p, 1), p, shape, t, *oi);
                   return o.get(*oi);
                 }), 0u) << "start " << start << " window " << window;
       if (m > 1 && start > 20)  // control: chunks of ceil(length / 4), a split count, when M > 1
@@ -326,7 +327,7 @@ TEST(DecoderOps, WriteRowsAndPositionsOutOfRange) {
     EXPECT_EQ(o.get(*cb), written) << "nothing written";
     const AttentionShape shape{1, 1, 8, 1.0f, 0};
     auto q = o.put(Bytes(16 * n)), keys = o.put(Bytes(16 * cache_rows)), out = o.put(Bytes(16 * n));
-    EXPECT_THROW(o.backend->attention(*q, *keys, *keys, std::int64_t(n), *bb, std::int64_t(cache_rows) - 1, shape,
+    EXPECT_THROW(o.backend->attention(*q, *keys, *keys, std::int64_t(n), *bb, *bb, std::int64_t(cache_rows) - 1, shape,
                                       DType::bf16, *out),
                  std::invalid_argument);
     auto steps = o.put(Bytes(4 * sizeof(std::uint64_t)));
@@ -380,7 +381,7 @@ TEST(DecoderOps, RopeWriteIsRopeThenWriteRows) {
       };
       auto qb = o.put(q), kb = o.put(k), vb = o.put(v), keys_b = o.put(keys), values_b = o.put(values);
       auto pb = o.put(positions_of(at)), sb = o.put(steps_bytes);
-      o.backend->rope_write(*qb, *kb, *vb, m, heads, kv, d, t, *pb, *sb, interleaved, *keys_b, *values_b);
+      o.backend->rope_write(*qb, *kb, *vb, m, heads, kv, d, t, *pb, *pb, *sb, interleaved, *keys_b, *values_b);
       const std::vector<Bytes> fused{o.get(*qb), o.get(*kb), o.get(*keys_b), o.get(*values_b)};
       EXPECT_EQ(fused, composed(at)) << "m " << m << " heads " << heads << "/" << kv << " d " << d;
       std::vector<std::int32_t> moved(at);
@@ -392,7 +393,7 @@ TEST(DecoderOps, RopeWriteIsRopeThenWriteRows) {
       bad.back() = std::int32_t(cache_rows);
       auto bad_b = o.put(positions_of(bad));
       try {
-        o.backend->rope_write(*qb, *kb, *vb, m, heads, kv, d, t, *bad_b, *sb, interleaved, *keys_b, *values_b);
+        o.backend->rope_write(*qb, *kb, *vb, m, heads, kv, d, t, *bad_b, *bad_b, *sb, interleaved, *keys_b, *values_b);
         ADD_FAILURE() << "position " << cache_rows << " was taken";
       } catch (const std::invalid_argument& e) {
         EXPECT_NE(std::string(e.what()).find(std::to_string(cache_rows)), std::string::npos) << e.what();

@@ -147,7 +147,7 @@ TEST(CudaDecoderOps, EveryOpGivesTheCpuBytes) {
       const Bytes cache = random_values(std::size_t(cache_rows * kv * d), t, 1.0f, rng);
       for (bool interleaved : {false, true}) {
         auto fused = [&](Backend& b, auto& v) {
-          b.rope_write(*v[0], *v[1], *v[2], m, heads, kv, d, t, *v[5], *v[6], interleaved, *v[3], *v[4]);
+          b.rope_write(*v[0], *v[1], *v[2], m, heads, kv, d, t, *v[5], *v[5], *v[6], interleaved, *v[3], *v[4]);
         };
         for (std::size_t output : {0u, 1u, 3u, 4u}) {
           const std::vector<Bytes> in{qx, kx, vx, cache, cache, positions_of(rows), steps_bytes};
@@ -165,7 +165,9 @@ TEST(CudaDecoderOps, EveryOpGivesTheCpuBytes) {
     const Bytes values = random_values(keys.size() / ref_size(t), t, 1.0f, rng);
     for (std::int64_t window : {std::int64_t(0), 1 + std::int64_t(rng() % 200)}) {
       const AttentionShape shape{heads, kv, d, order::attention_scale(double(d)), window};
-      auto attend = [&](Backend& b, auto& v) { b.attention(*v[0], *v[1], *v[2], m, *v[4], start + m - 1, shape, t, *v[3]); };
+      auto attend = [&](Backend& b, auto& v) {
+        b.attention(*v[0], *v[1], *v[2], m, *v[4], *v[4], start + m - 1, shape, t, *v[3]);
+      };
       const Bytes at = consecutive_positions(start, m);
       const auto [cpu_a, cuda_a] = both.run({qx, keys, values, Bytes(qx.size()), at}, 3, attend);
       EXPECT_EQ(cpu_a, cuda_a) << "attention start " << start << " window " << window;
@@ -269,9 +271,10 @@ TEST(CudaDecoderOps, NormFusedIntoQmvGivesTheTwoOpsBytes) {
 // Backend::norm_qmv's epilogues on CUDA, against the CPU's ops one by one: gated gives
 // add_rmsnorm, qmv of the stacked [gate; up], then gated_activation of its halves; rope_write gives
 // add_rmsnorm, qmv of the stacked [q; k; v], then rope_write on the parts, with keys and values
-// written at distinct rows in any order. 4 and 8 bits, bf16 and f16, 1 to 3 vectors, split and
-// interleaved RoPE, both activations. Where the pairs do not tile the kernel's tasks (N / 2 odd),
-// it returns false and writes nothing. Control: changed norm weights change y (and the key cache).
+// written at distinct rows in any order, each row rotated at a position of its own sequence
+// (cache rows not its positions: Backend::rope_write's cache_rows). 4 and 8 bits, bf16 and f16, 1 to 3 vectors, split
+// and interleaved RoPE, both activations. Where the pairs do not tile the kernel's tasks (N / 2 odd), it returns false
+// and writes nothing. Control: changed norm weights change y (and the key cache).
 TEST(CudaDecoderOps, NormQmvEpiloguesGiveTheOpsBytes) {
   REQUIRE_CUDA_BACKEND();
   const std::uint64_t seed = fresh_seed();
@@ -299,6 +302,10 @@ TEST(CudaDecoderOps, NormQmvEpiloguesGiveTheOpsBytes) {
     for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = std::int32_t(i);
     std::shuffle(rows.begin(), rows.end(), rng);
     rows.resize(std::size_t(m));
+    // Each row's position within its sequence, which starts at cache row rows[i] - position.
+    std::vector<std::int32_t> sequence_positions(rows.size());
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      sequence_positions[i] = std::int32_t(rng() % std::uint64_t(rows[i] + 1));
     order::RopeParams rp;
     rp.dims = int(d);
     rp.base = 10000.0 + double(rng() % 1000000);
@@ -329,8 +336,10 @@ TEST(CudaDecoderOps, NormQmvEpiloguesGiveTheOpsBytes) {
           cpu->copy_rows(*stacked, offset, std::size_t(n) * e, *part[i], 0, std::size_t(widths[i]) * e, std::size_t(widths[i]) * e, m);
           offset += std::size_t(widths[i]) * e;
         }
-        auto keys = put(*cpu, cache), values = put(*cpu, cache), at = put(*cpu, positions_of(rows)), st = put(*cpu, steps);
-        cpu->rope_write(*part[0], *part[1], *part[2], m, heads, kv, d, t, *at, *st, interleaved, *keys, *values);
+        auto keys = put(*cpu, cache), values = put(*cpu, cache), at = put(*cpu, positions_of(sequence_positions));
+        auto in_cache = put(*cpu, positions_of(rows)), st = put(*cpu, steps);
+        cpu->rope_write(*part[0], *part[1], *part[2], m, heads, kv, d, t, *at, *in_cache, *st, interleaved, *keys,
+                        *values);
         offset = 0;
         for (int i = 0; i < 3; ++i) {
           cpu->copy_rows(*part[i], 0, std::size_t(widths[i]) * e, *stacked, offset, std::size_t(n) * e, std::size_t(widths[i]) * e, m);
@@ -347,9 +356,19 @@ TEST(CudaDecoderOps, NormQmvEpiloguesGiveTheOpsBytes) {
     auto fused = [&](const Bytes& norm_weight) {
       auto gh = put(*cuda, h), gd = put(*cuda, delta), gw = put(*cuda, norm_weight), out = put(*cuda, Bytes(h.size()));
       auto gy = put(*cuda, Bytes(want_y.size()));
-      auto keys = put(*cuda, cache), values = put(*cuda, cache), at = put(*cuda, positions_of(rows)), st = put(*cuda, steps);
-      LinearEpilogue then{rope ? LinearEpilogue::Kind::rope_write : LinearEpilogue::Kind::gated, act, heads, kv, d,
-                          at.get(), st.get(), interleaved, keys.get(), values.get()};
+      auto keys = put(*cuda, cache), values = put(*cuda, cache), at = put(*cuda, positions_of(sequence_positions));
+      auto in_cache = put(*cuda, positions_of(rows)), st = put(*cuda, steps);
+      LinearEpilogue then{rope ? LinearEpilogue::Kind::rope_write : LinearEpilogue::Kind::gated,
+                          act,
+                          heads,
+                          kv,
+                          d,
+                          at.get(),
+                          in_cache.get(),
+                          st.get(),
+                          interleaved,
+                          keys.get(),
+                          values.get()};
       const bool ran = cuda->norm_qmv(Kernel::qmv, *cuda->load(w.view()), *gh, gd.get(), *gw, m, 1e-5f, false, out.get(), *gy, then);
       return Out{ran, get(*cuda, *gy), get(*cuda, *keys), get(*cuda, *values)};
     };
@@ -444,10 +463,12 @@ Bytes attention_with_workspace(const Bytes& q, const Bytes& keys, const Bytes& v
   cuda::DeviceBuffer counters(cuda_detail::attention_counter_count(m, shape) * sizeof(unsigned));
   workspace.fill(0xff);
   counters.fill(0);
-  cuda_detail::launch_attention(qd.bytes().data(), kd.bytes().data(), vd.bytes().data(), m,
-                                reinterpret_cast<const std::int32_t*>(at.bytes().data()), bound, shape, t,
-                                out.bytes().data(), workspace.bytes().data(), workspace.size(),
-                                reinterpret_cast<unsigned*>(counters.bytes().data()), nullptr);
+  const auto* positions = reinterpret_cast<const std::int32_t*>(at.bytes().data());
+  const std::int64_t cache_rows =
+      std::int64_t(keys.size() / (std::size_t(shape.kv_heads * shape.head_dim) * ref_size(t)));
+  cuda_detail::launch_attention(qd.bytes().data(), kd.bytes().data(), vd.bytes().data(), m, positions, positions,
+                                cache_rows, bound, shape, t, out.bytes().data(), workspace.bytes().data(),
+                                workspace.size(), reinterpret_cast<unsigned*>(counters.bytes().data()), nullptr);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   Bytes host(q.size());
   out.download(host);
@@ -511,7 +532,9 @@ TEST(CudaDecoderOps, AttentionSplitOverChunksGivesTheCpuBytes) {
             }
         // The bound of the grid: the last row, or anywhere up to the cache's end (no byte changes).
         const std::int64_t bound = rng() % 2 ? last : last + std::int64_t(rng() % std::uint64_t(positions - last));
-        auto attend = [&](Backend& b, auto& x) { b.attention(*x[0], *x[1], *x[2], m, *x[4], bound, shape, t, *x[3]); };
+        auto attend = [&](Backend& b, auto& x) {
+          b.attention(*x[0], *x[1], *x[2], m, *x[4], *x[4], bound, shape, t, *x[3]);
+        };
         const Bytes at = consecutive_positions(start, m);
         const auto [cpu_a, cuda_a] = both.run({q, k, v, Bytes(q.size()), at}, 3, attend);
         ASSERT_TRUE(cpu_a == cuda_a) << "attention: " << differing_bytes(cpu_a, cuda_a) << " bytes differ";

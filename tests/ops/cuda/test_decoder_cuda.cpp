@@ -637,6 +637,64 @@ TEST_P(CudaDecoder, LogitsEqualTheCpuAndBlocksEqualSteps) {
   EXPECT_TRUE(differs) << "the negative control: qmv_wide's blocks must round differently";
 }
 
+// Several sequences in one forward on CUDA (graphs on: a forward whose shape repeats replays its
+// captured step with new inputs) against the same parts on the CPU, whose rows equal each sequence run alone
+// (Decoder.SequencesInOneForwardEqualEachSequenceAlone): rounds of prefill chunks, single rows (a
+// lone one of M = 1 takes the fused rope_write epilogue) and verify blocks after rollbacks, with
+// every row kept or each part's last. Control: a changed token of one part changes its logits.
+TEST_P(CudaDecoder, SequencesInOneForwardGiveTheCpuBytes) {
+  REQUIRE_CUDA_BACKEND();
+  const DecoderCase& c = GetParam();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  TempDir dir;
+  const Checkpoint ck = write_decoder_case(c, dir.path, rng);
+  auto cpu = make_cpu_backend();
+  auto cuda = make_cuda_backend();
+  const std::int64_t vocab = ck.config().vocab_size, n = 3, context = 160;
+  DecoderOptions o{KernelFamily::exact, context};
+  o.sequences = n;
+  Decoder on_cpu(*cpu, ck, o), on_cuda(*cuda, ck, o);
+  int compared = 0, controls = 0, tried = 0;
+  for (int round = 0; round < 40; ++round) {
+    std::vector<std::vector<std::int32_t>> tokens;
+    std::vector<Decoder::Part> parts;
+    const bool lone = round % 7 == 6;  // one sequence, one row
+    for (std::int64_t j = 0; j < n && !(lone && !parts.empty()); ++j) {
+      if (!lone && rng() % 4 == 0) continue;
+      const std::int64_t length = on_cpu.length(j);
+      const std::int64_t start = length > 3 && rng() % 4 == 0 ? length - 1 - std::int64_t(rng() % 3) : length;
+      const std::int64_t want = lone ? 1 : round < 3 ? 20 + std::int64_t(rng() % 50) : 1 + std::int64_t(rng() % 5);
+      const std::int64_t size = std::min(context - start, want);
+      if (size < 1) continue;
+      tokens.push_back(random_tokens(std::size_t(size), vocab, rng));
+      parts.push_back({j, {}, start});
+    }
+    if (parts.empty()) continue;
+    for (std::size_t i = 0; i < parts.size(); ++i) parts[i].tokens = tokens[i];
+    const Decoder::Rows rows = rng() % 3 == 0 ? Decoder::Rows::last : Decoder::Rows::all;
+    on_cpu.forward(parts, rows);
+    on_cuda.forward(parts, rows);
+    const auto expected = on_cpu.logits();
+    ASSERT_TRUE(on_cuda.logits() == expected) << "round " << round << ", " << parts.size() << " parts";
+    ++compared;
+    if (round % 9 == 4) {
+      auto other = tokens;
+      other.back().back() = (other.back().back() + 1) % std::int32_t(vocab);
+      for (std::size_t i = 0; i < parts.size(); ++i) parts[i].tokens = other[i];
+      on_cuda.forward(parts, rows);
+      controls += on_cuda.logits() != expected;
+      ++tried;
+      for (std::size_t i = 0; i < parts.size(); ++i) parts[i].tokens = tokens[i];
+      on_cuda.forward(parts, rows);
+    }
+  }
+  EXPECT_GT(compared, 30);
+  EXPECT_GT(tried, 0);
+  EXPECT_EQ(controls, tried) << "a changed token must change the logits";
+}
+
 // Captured steps (CUDA graphs) against the same ops issued one by one: every architecture, widths
 // 1 to 16 in a random order, each width run often enough to be captured and replayed, starts that
 // cross chunk boundaries and attention bounds, workspaces that grow in between (graphs captured

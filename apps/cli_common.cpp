@@ -377,12 +377,14 @@ void write_json(const std::string& path, const nlohmann::json& j) { write_text(p
 
 DecodingSetup open_decoding(std::string_view backend, int threads, const Checkpoint& checkpoint, KernelFamily family,
                             std::int64_t context, const std::optional<Checkpoint>& draft, std::string_view draft_dir,
-                            std::int64_t lookup) {
+                            std::int64_t lookup, std::int64_t sequences) {
   DecodingSetup s;
   QmvOptions options;
   options.threads = threads;
   s.backend = make_backend(backend, options);
-  s.decoder = std::make_unique<Decoder>(*s.backend, checkpoint, DecoderOptions{family, context});
+  DecoderOptions target{family, context};
+  target.sequences = sequences;
+  s.decoder = std::make_unique<Decoder>(*s.backend, checkpoint, target);
   if (draft) {
     s.draft_decoder = std::make_unique<Decoder>(*s.backend, *draft, DecoderOptions{family, s.decoder->context_length()});
     try {

@@ -68,7 +68,8 @@ void check_host_memory(std::int64_t n, std::int64_t k, std::int64_t m, std::stri
 
 // What `generate` and `serve` decode with: the backend, the model's decoder and the drafter of
 // --draft (a decoder of the draft checkpoint on the same backend, with the target's context) or
-// --lookup N (N > 0); no drafter where neither is given. Destroyed drafter first, backend last.
+// --lookup N (N > 0); no drafter where neither is given. The target's cache holds `sequences`
+// sequences (a server's batch). Destroyed drafter first, backend last.
 struct DecodingSetup {
   std::unique_ptr<Backend> backend;
   std::unique_ptr<Decoder> decoder, draft_decoder;
@@ -78,7 +79,7 @@ struct DecodingSetup {
 // for the target.
 DecodingSetup open_decoding(std::string_view backend, int threads, const Checkpoint& checkpoint, KernelFamily family,
                             std::int64_t context, const std::optional<Checkpoint>& draft, std::string_view draft_dir,
-                            std::int64_t lookup);
+                            std::int64_t lookup, std::int64_t sequences = 1);
 
 // "fragments" or "mlx" (--mma-layout); throws std::invalid_argument otherwise.
 WeightLayout parse_mma_layout(std::string_view text);

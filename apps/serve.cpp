@@ -21,6 +21,7 @@
 #include "exactq/tokenizer.h"
 
 #ifdef EXACTQ_HAVE_SERVE
+#include "serve/batch_scheduler.h"
 #include "serve/engine.h"
 #include "serve/http_server.h"
 #include "serve/serial_scheduler.h"
@@ -32,7 +33,7 @@ namespace {
 
 struct Args {
   std::string model, draft, backend = "auto", kernels = "exact", host = "127.0.0.1", api_key;
-  std::int64_t lookup = 0, block = 4, context = 0, max_queue = 64;
+  std::int64_t lookup = 0, block = 4, context = 0, max_queue = 64, max_batch = 8;
   int port = 8000, threads = 0;
 };
 
@@ -69,7 +70,11 @@ void run(const Args& a) {
   std::signal(SIGTERM, SIG_DFL);
   std::signal(SIGPIPE, SIG_IGN);
 
-  DecodingSetup setup = open_decoding(a.backend, a.threads, checkpoint, family, a.context, draft_checkpoint, a.draft, a.lookup);
+  // Classic decode batches up to --max-batch requests in each forward, each in its own sequence of
+  // the cache; speculative decode runs one request at a time.
+  const bool speculative = draft_checkpoint || a.lookup > 0;
+  DecodingSetup setup = open_decoding(a.backend, a.threads, checkpoint, family, a.context, draft_checkpoint, a.draft,
+                                      a.lookup, speculative ? 1 : a.max_batch);
   const std::unique_ptr<Backend>& backend = setup.backend;
   Decoder& decoder = *setup.decoder;
   std::unique_ptr<Drafter>& drafter = setup.drafter;
@@ -91,7 +96,11 @@ void run(const Args& a) {
   }
   serve::Metrics metrics;
   serve::Engine engine(decoder, drafter.get(), tokenizer, engine_options, metrics);
-  serve::SerialScheduler scheduler(engine, std::size_t(a.max_queue));
+  std::unique_ptr<serve::Scheduler> scheduler;
+  if (speculative)
+    scheduler = std::make_unique<serve::SerialScheduler>(engine, std::size_t(a.max_queue));
+  else
+    scheduler = std::make_unique<serve::BatchScheduler>(decoder, tokenizer, metrics, std::size_t(a.max_queue));
 
   const std::optional<std::int32_t> bos = tokenizer.bos_id();
   const std::string bos_text = bos && tokenizer.has_token(*bos) ? tokenizer.token_text(*bos) : std::string();
@@ -102,7 +111,7 @@ void run(const Args& a) {
   // on the threads started at once: past it, connections wait for a thread before being read.
   const std::size_t connection_threads = std::min<std::size_t>(std::size_t(a.max_queue) + 8, 256);
   serve::ServerOptions server_options{a.host, a.port, a.api_key, connection_threads, engine_options.speculative.has_value()};
-  serve::HttpServer server(server_options, api, scheduler, metrics);
+  serve::HttpServer server(server_options, api, *scheduler, metrics);
   const int port = server.bind();
 
   std::atomic<bool> signalled{false};
@@ -112,7 +121,7 @@ void run(const Args& a) {
     signalled.store(true);
     fmt::print(stderr, "exactq serve: {}: stopping: in-flight and queued requests are cancelled\n",
                signal == SIGINT ? "SIGINT" : "SIGTERM");
-    scheduler.shutdown();
+    scheduler->shutdown();
     server.stop();
   });
   // The log line first: whoever reads the address from stdout finds the log already written.
@@ -125,7 +134,7 @@ void run(const Args& a) {
   const bool listened = server.listen();
   if (!signalled.load()) pthread_kill(stopper.native_handle(), SIGTERM);
   stopper.join();
-  scheduler.shutdown();
+  scheduler->shutdown();
   if (!listened && !signalled.load()) throw std::runtime_error("serve: the server stopped listening");
 }
 #endif
@@ -154,6 +163,9 @@ void add_serve_command(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(0, 65535));
   add_integer_option(cmd, "--max-queue", a->max_queue, "requests that may wait; more are answered 429 (default 64)")
       ->check(CLI::Range(std::int64_t(1), std::int64_t(4096)));
+  add_integer_option(cmd, "--max-batch", a->max_batch,
+                     "classic decode: requests run together in each forward, each in its own cache (default 8)")
+      ->check(CLI::Range(std::int64_t(1), std::int64_t(256)));
   add_integer_option(cmd, "--context", a->context, "KV cache positions (default: the model's, at most 4096)")
       ->check(CLI::Range(std::int64_t(2), std::int64_t(1) << 24));
   add_text_option(cmd, "--api-key", a->api_key, "require 'Authorization: Bearer KEY' on /v1/ and /metrics");

@@ -103,6 +103,8 @@ class Decoder {
     std::int64_t start = 0;
   };
   void forward(std::span<const Part> parts, Rows rows = Rows::all);
+  // forward's checks of its parts, without running them: throws as forward would.
+  void check(std::span<const Part> parts) const;
 
   // After forward: the rows that have logits, their bytes ([rows, vocab] in dtype()) and each
   // row's greedy token (order/argmax.h, computed on the backend).

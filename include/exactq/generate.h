@@ -38,6 +38,10 @@ struct GreedyResult {
   double decode_seconds = 0;   // every later token
 };
 
+// greedy_decode's checks of its arguments, before anything runs: throws std::invalid_argument
+// naming the value where the prompt is empty or leaves no room in the context, or max_tokens < 1.
+void check_generation(const Decoder& decoder, std::span<const std::int32_t> prompt, std::int64_t max_tokens);
+
 // Runs `prompt` from position 0 (the cache is reset), then generates greedily: each token is the
 // argmax of the last row's logits (order/argmax.h). `on_token` sees each token as it is produced.
 // Stops after a stop id, after max_tokens, or when the context is full. Throws

@@ -450,13 +450,12 @@ void Decoder::forward(std::span<const std::int32_t> tokens, std::int64_t start, 
   forward(std::span(&part, 1), rows);
 }
 
-void Decoder::forward(std::span<const Part> parts, Rows rows) {
-  State& s = *s_;
+void Decoder::check(std::span<const Part> parts) const {
+  const State& s = *s_;
   if (parts.empty()) fail("no tokens to run");
-  if (rows != Rows::all && rows != Rows::last) fail("rows value " + std::to_string(int(rows)) + " is not a Rows");
   const std::int64_t context = s.options.context_length, embed_rows = s.w.embed.n;
   std::set<std::int64_t> seen;
-  std::int64_t m = 0, last = 0;
+  std::int64_t m = 0;
   for (const Part& part : parts) {
     const std::int64_t length = this->length(part.sequence), size = std::int64_t(part.tokens.size());
     const std::string where = parts.size() > 1 ? " (sequence " + std::to_string(part.sequence) + ")" : "";
@@ -473,9 +472,20 @@ void Decoder::forward(std::span<const Part> parts, Rows rows) {
         fail("token " + std::to_string(part.tokens[i]) + " (at " + std::to_string(m + std::int64_t(i)) +
              ") is outside the vocabulary [0, " + std::to_string(embed_rows) + ")" + where);
     m += size;
-    last = std::max(last, part.start + size - 1);
   }
   if (m > std::numeric_limits<std::int32_t>::max()) fail(std::to_string(m) + " rows are more than one forward runs");
+}
+
+void Decoder::forward(std::span<const Part> parts, Rows rows) {
+  State& s = *s_;
+  check(parts);
+  if (rows != Rows::all && rows != Rows::last) fail("rows value " + std::to_string(int(rows)) + " is not a Rows");
+  const std::int64_t context = s.options.context_length;
+  std::int64_t m = 0, last = 0;
+  for (const Part& part : parts) {
+    m += std::int64_t(part.tokens.size());
+    last = std::max(last, part.start + std::int64_t(part.tokens.size()) - 1);
+  }
 
   s.reserve(m);
   s.logits_rows = 0;

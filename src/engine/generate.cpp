@@ -21,14 +21,18 @@ std::vector<std::int32_t> pick_tokens(Decoder& decoder, const GreedyOptions& opt
   return options.picker ? options.picker(decoder, position) : decoder.greedy();
 }
 
-GreedyResult greedy_decode(Decoder& decoder, std::span<const std::int32_t> prompt, const GreedyOptions& options,
-                           const std::function<void(std::int32_t)>& on_token) {
+void check_generation(const Decoder& decoder, std::span<const std::int32_t> prompt, std::int64_t max_tokens) {
   if (prompt.empty()) throw std::invalid_argument("[exactq] generate: the prompt has no tokens");
-  if (options.max_tokens < 1)
-    throw std::invalid_argument("[exactq] generate: max_tokens = " + std::to_string(options.max_tokens) + " must be at least 1");
+  if (max_tokens < 1)
+    throw std::invalid_argument("[exactq] generate: max_tokens = " + std::to_string(max_tokens) + " must be at least 1");
   if (std::int64_t(prompt.size()) >= decoder.context_length())
     throw std::invalid_argument("[exactq] generate: the prompt's " + std::to_string(prompt.size()) +
                                 " tokens leave no room in the context of " + std::to_string(decoder.context_length()));
+}
+
+GreedyResult greedy_decode(Decoder& decoder, std::span<const std::int32_t> prompt, const GreedyOptions& options,
+                           const std::function<void(std::int32_t)>& on_token) {
+  check_generation(decoder, prompt, options.max_tokens);
   using Clock = std::chrono::steady_clock;
   auto seconds = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
   GreedyResult r;

@@ -4,12 +4,17 @@
 // cancellation end a run early at a token boundary; they never change a token that is reported.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "exactq/decoder.h"
+#include "exactq/generate.h"
+#include "exactq/sampling.h"
 #include "exactq/speculative.h"
 #include "exactq/tokenizer.h"
 #include "serve/job.h"
@@ -20,6 +25,41 @@ namespace exactq::serve {
 struct EngineOptions {
   // Speculative decoding where set (the drafter is then given to the engine).
   std::optional<SpeculativeOptions> speculative;
+};
+
+// One job's generated tokens turned into what the job is given: the text up to a stop string, the
+// tokens whose text is final with their log probabilities (where the spec asks for them), and at
+// the end the outcome. Engine::run and the batch scheduler feed it the same tokens for the same
+// spec, so the job is given the same bytes either way.
+class JobRun {
+ public:
+  JobRun(Job& job, const Tokenizer& tokenizer);
+  // The log probabilities of the tokens picked, by position: a picker's (logprob_picker) or a
+  // scheduler's record.
+  const std::shared_ptr<std::map<std::int64_t, TokenLogprobs>>& logprobs() const { return logprobs_; }
+  // The next generated token; false where the job wants no more: cancelled (the token is not
+  // taken) or its text reached a stop string.
+  bool take(std::int32_t token);
+  // Finishes the job: `reason` where the run ended by itself (none where a stop string or a
+  // cancel ended it), `error` where it failed.
+  void finish(std::optional<StopReason> reason, const std::string& error, Metrics& metrics);
+
+ private:
+  void give(std::size_t safe);
+  void absorb(const std::string& piece);
+  std::vector<TokenLogprobs> logprobs_of(std::size_t from, std::size_t to) const;
+
+  Job& job_;
+  const GenerationSpec& spec_;
+  std::shared_ptr<std::map<std::int64_t, TokenLogprobs>> logprobs_;
+  Tokenizer::Stream stream_;
+  Outcome outcome_;
+  std::string text_;               // every byte decoded so far, up to a stop string
+  std::size_t emitted_ = 0;        // the bytes of text given to the job
+  std::vector<std::size_t> ends_;  // per generated token, the bytes of text once its piece was in
+  std::size_t released_ = 0;       // the tokens given to the job
+  bool stopped_by_text_ = false;
+  std::chrono::steady_clock::time_point start_;
 };
 
 class Engine {

@@ -2,10 +2,9 @@
 // whatever runs the model.
 //
 // The HTTP thread builds a Job, hands it to a Scheduler and then only reads it: the text produced
-// so far (for streaming) and, once done, the outcome. The scheduler's worker only writes it. A
-// continuous-batching scheduler replaces SerialScheduler behind the same Scheduler interface: it
-// admits jobs at step boundaries and runs many at once, each with its own position and cache,
-// and reports through the same Job calls; the HTTP layer does not change.
+// so far (for streaming) and, once done, the outcome. The scheduler's worker only writes it.
+// SerialScheduler runs one job at a time; BatchScheduler admits jobs at step boundaries and runs
+// many at once, each with its own position and cache. Both report through the same Job calls.
 #pragma once
 
 #include <atomic>

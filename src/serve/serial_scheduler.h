@@ -1,7 +1,7 @@
-// The first Scheduler: one worker thread owns the Engine (and through it the decoders) and runs
-// the queued jobs one at a time, first in first out, each from position 0. Every response is thus
-// the solo run's by construction; a continuous-batching scheduler will take its place behind the
-// Scheduler interface (serve/job.h).
+// The Scheduler of speculative decode: one worker thread owns the Engine (and through it the
+// decoders) and runs the queued jobs one at a time, first in first out, each from position 0.
+// Every response is thus the solo run's by construction. Classic decode batches instead
+// (batch_scheduler.h).
 #pragma once
 
 #include <condition_variable>

@@ -250,7 +250,8 @@ std::int64_t metric(const ServeProcess& s, const std::string& name) {
 }
 
 TEST(CliServe, AClientThatGoesAwayCancelsItsRequestAndAFullQueueAnswers429) {
-  ServeProcess s({"--model", kTarget, "--max-queue", "1"});
+  // One request runs at a time (--max-batch 1), so that the second one waits in the queue.
+  ServeProcess s({"--model", kTarget, "--max-queue", "1", "--max-batch", "1"});
   ASSERT_TRUE(s.ok());
   const json lasting = {{"prompt", {5, 6, 7}}, {"max_tokens", 3000}, {"stream", true}};
   ASSERT_TRUE(read_then_hang_up(s, lasting));

@@ -1,10 +1,12 @@
-// The server's parts without HTTP: stop strings, chat rendering, request parsing, and the serial
-// scheduler running jobs on the shipped pycode model with greedy_decode's tokens.
+// The server's parts without HTTP: stop strings, chat rendering, request parsing, the serial
+// scheduler running jobs on the shipped pycode model with greedy_decode's tokens, and the batch
+// scheduler giving every job the bytes the engine gives it alone.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <thread>
 
 #include "exactq/backend.h"
@@ -14,8 +16,10 @@
 #include "exactq/speculative.h"
 #include "serve/api.h"
 #include "serve/chat_template.h"
+#include "serve/batch_scheduler.h"
 #include "serve/engine.h"
 #include "serve/serial_scheduler.h"
+#include "test_util.h"
 
 namespace exactq::serve {
 namespace {
@@ -321,6 +325,73 @@ TEST(ServeScheduler, JobsRunInOrderWithGreedyDecodesTokensAndACancelledJobStops)
   EXPECT_TRUE(jc->wait().tokens.empty());
   scheduler.shutdown();
   EXPECT_FALSE(scheduler.submit(std::make_shared<Job>(GenerationSpec{a, 1, {}}))) << "closed after shutdown";
+}
+
+// The batch scheduler against the engine running each job alone: 20 jobs submitted at once over
+// 4 sequences (so jobs are admitted as others end), of mixed prompt lengths, greedy and sampled
+// with seeds, with log probabilities, stop strings and max_tokens, and two the checks refuse;
+// every outcome (tokens, text, finish, log probabilities, error) equal, byte for byte. A job
+// cancelled before it starts finishes cancelled. Control: the sampled jobs with other seeds, run
+// alone, give other tokens.
+TEST(ServeScheduler, BatchedJobsGetTheOutcomesTheEngineGivesEachAlone) {
+  Pycode p;
+  const std::uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const char* starts[] = {"def f(x):\n", "import sys\n", "class A:\n    def", "for i in range(10):\n    print(", "x = [", "#"};
+  std::vector<GenerationSpec> specs;
+  for (int i = 0; i < 20; ++i) {
+    GenerationSpec spec{p.tokenizer.encode(starts[i % 6]), 1 + std::int64_t(rng() % 40), {}};
+    if (i % 4 == 1) spec.sampling = SamplingOptions{0.8, std::int64_t(rng() % 3) * 20, i % 8 == 1 ? 0.9 : 1.0, rng()};
+    if (i % 5 == 2) spec.logprobs = int(rng() % 3);
+    if (i % 6 == 3) spec.stop = {"\n", ")"};
+    specs.push_back(spec);
+  }
+  specs[7].prompt.clear();      // refused: no tokens
+  specs[11].max_tokens = 0;     // refused: max_tokens < 1
+  Metrics metrics;
+  Decoder batch_decoder{*p.backend, p.checkpoint, [] {
+                          DecoderOptions o{KernelFamily::exact, 256};
+                          o.sequences = 4;
+                          return o;
+                        }()};
+  std::vector<std::shared_ptr<Job>> jobs;
+  {
+    BatchScheduler scheduler(batch_decoder, p.tokenizer, metrics, 64);
+    for (const GenerationSpec& spec : specs) {
+      jobs.push_back(std::make_shared<Job>(spec));
+      ASSERT_TRUE(scheduler.submit(jobs.back()));
+    }
+    auto cancelled = std::make_shared<Job>(specs[0]);
+    cancelled->cancel();
+    ASSERT_TRUE(scheduler.submit(cancelled));
+    EXPECT_EQ(cancelled->wait().finish, Finish::cancelled);
+    for (auto& job : jobs) job->wait();
+  }
+  std::size_t sampled = 0, sampled_differ = 0;
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    SCOPED_TRACE("job " + std::to_string(i));
+    Job alone(specs[i]);
+    run_job(p, metrics, alone, false);
+    const Outcome& want = alone.wait();
+    const Outcome& got = jobs[i]->wait();
+    EXPECT_EQ(got.tokens, want.tokens);
+    EXPECT_EQ(got.text, want.text);
+    EXPECT_EQ(got.finish, want.finish);
+    EXPECT_EQ(got.error, want.error);
+    EXPECT_TRUE(same_logprobs(got.logprobs, want.logprobs));
+    if (i == 7 || i == 11) EXPECT_EQ(got.finish, Finish::failed) << "refused by the checks";
+    if (!specs[i].sampling.greedy() && specs[i].max_tokens > 3) {
+      GenerationSpec other = specs[i];
+      other.sampling.seed += 1;
+      Job reseeded(other);
+      run_job(p, metrics, reseeded, false);
+      ++sampled;
+      sampled_differ += reseeded.wait().tokens != got.tokens;
+    }
+  }
+  ASSERT_GT(sampled, 0u);
+  EXPECT_GT(sampled_differ, 0u) << "control: another seed must give other tokens";
 }
 
 }  // namespace

@@ -110,6 +110,7 @@ void BatchScheduler::step(std::vector<std::unique_ptr<Running>>& running) {
   for (const auto& r : running) parts.push_back({r->sequence, r->next, r->start});
   std::vector<std::int32_t> argmax;
   std::vector<std::byte> logits;
+  metrics_.count_batch(std::int64_t(parts.size()));
   try {
     decoder_.forward(parts, Decoder::Rows::last);
     // The argmax on the backend where a job is greedy without log probabilities (as

@@ -23,6 +23,11 @@ void Metrics::count_speculation(std::int64_t drafted, std::int64_t accepted) {
   accepted_ += accepted;
 }
 
+void Metrics::count_batch(std::int64_t width) {
+  std::lock_guard lock(mutex_);
+  ++batches_[width];
+}
+
 std::string Metrics::render(std::size_t queue_depth, bool speculative) const {
   std::lock_guard lock(mutex_);
   std::string out;
@@ -41,6 +46,17 @@ std::string Metrics::render(std::size_t queue_depth, bool speculative) const {
                      seconds_ > 0 ? double(tokens_) / seconds_ : 0.0);
   out += fmt::format("# HELP exactq_queue_depth Requests waiting for the worker.\n"
                      "# TYPE exactq_queue_depth gauge\nexactq_queue_depth {}\n", queue_depth);
+  out += "# HELP exactq_batch_width Requests in each forward of the batch scheduler (classic decode).\n"
+         "# TYPE exactq_batch_width histogram\n";
+  std::int64_t count = 0, sum = 0;
+  for (const auto& [width, n] : batches_) count += n, sum += width * n;
+  for (std::int64_t le = 1; le <= 256; le *= 2) {
+    std::int64_t below = 0;
+    for (const auto& [width, n] : batches_) below += width <= le ? n : 0;
+    out += fmt::format("exactq_batch_width_bucket{{le=\"{}\"}} {}\n", le, below);
+  }
+  out += fmt::format("exactq_batch_width_bucket{{le=\"+Inf\"}} {}\nexactq_batch_width_sum {}\nexactq_batch_width_count {}\n",
+                     count, sum, count);
   if (speculative) {
     out += fmt::format("# HELP exactq_draft_tokens_total Draft tokens proposed.\n"
                        "# TYPE exactq_draft_tokens_total counter\nexactq_draft_tokens_total {}\n", drafted_);

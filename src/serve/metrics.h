@@ -15,6 +15,8 @@ class Metrics {
   // A finished generation: its tokens and the seconds the worker spent on it.
   void count_generation(std::int64_t prompt_tokens, std::int64_t tokens, double seconds);
   void count_speculation(std::int64_t drafted, std::int64_t accepted);
+  // A forward of the batch scheduler and the requests it ran (1 to 256).
+  void count_batch(std::int64_t width);
   std::string render(std::size_t queue_depth, bool speculative) const;
 
  private:
@@ -23,6 +25,7 @@ class Metrics {
   std::int64_t prompt_tokens_ = 0, tokens_ = 0, generations_ = 0;
   double seconds_ = 0;
   std::int64_t drafted_ = 0, accepted_ = 0;
+  std::map<std::int64_t, std::int64_t> batches_;  // forwards by width
 };
 
 }  // namespace exactq::serve

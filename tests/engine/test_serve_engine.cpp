@@ -341,7 +341,9 @@ TEST(ServeScheduler, BatchedJobsGetTheOutcomesTheEngineGivesEachAlone) {
   const char* starts[] = {"def f(x):\n", "import sys\n", "class A:\n    def", "for i in range(10):\n    print(", "x = [", "#"};
   std::vector<GenerationSpec> specs;
   for (int i = 0; i < 20; ++i) {
-    GenerationSpec spec{p.tokenizer.encode(starts[i % 6]), 1 + std::int64_t(rng() % 40), {}};
+    GenerationSpec spec;
+    spec.prompt = p.tokenizer.encode(starts[i % 6]);
+    spec.max_tokens = 1 + std::int64_t(rng() % 40);
     if (i % 4 == 1) spec.sampling = SamplingOptions{0.8, std::int64_t(rng() % 3) * 20, i % 8 == 1 ? 0.9 : 1.0, rng()};
     if (i % 5 == 2) spec.logprobs = int(rng() % 3);
     if (i % 6 == 3) spec.stop = {"\n", ")"};
@@ -392,6 +394,16 @@ TEST(ServeScheduler, BatchedJobsGetTheOutcomesTheEngineGivesEachAlone) {
   }
   ASSERT_GT(sampled, 0u);
   EXPECT_GT(sampled_differ, 0u) << "control: another seed must give other tokens";
+  // The forwards by width: none wider than the 4 sequences, and some wider than one.
+  const std::string m = metrics.render(0, false);
+  auto value = [&](const std::string& line) {
+    const std::size_t at = m.find(line + " ");
+    return at == std::string::npos ? std::int64_t(-1) : std::stoll(m.substr(at + line.size() + 1));
+  };
+  const std::int64_t forwards = value("exactq_batch_width_count");
+  EXPECT_GT(forwards, 0);
+  EXPECT_EQ(value("exactq_batch_width_bucket{le=\"4\"}"), forwards);
+  EXPECT_LT(value("exactq_batch_width_bucket{le=\"1\"}"), forwards) << "some forward ran several requests";
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -14,6 +15,13 @@ namespace exactq {
 
 enum class StopReason : std::uint8_t { eos, max_tokens, context };
 std::string_view to_string(StopReason reason);
+
+// Classic decode's checks after it reports `token`, the `generated`-th token, whose position is
+// `position` (the cache holds the positions before it), in their order: a stop id, then
+// max_tokens, then a full context; none where decoding goes on. Every decode loop asks this.
+std::optional<StopReason> stop_after(std::int32_t token, std::int64_t generated, std::int64_t position,
+                                     std::span<const std::int32_t> stop_ids, std::int64_t max_tokens,
+                                     std::int64_t context);
 
 // Picks the token of every row of logits the decoder's last forward left, the first row's token
 // going to sequence position `position` and each next row's to the next position. Empty: each

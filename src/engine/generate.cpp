@@ -17,6 +17,15 @@ std::string_view to_string(StopReason reason) {
   return "unknown";
 }
 
+std::optional<StopReason> stop_after(std::int32_t token, std::int64_t generated, std::int64_t position,
+                                     std::span<const std::int32_t> stop_ids, std::int64_t max_tokens,
+                                     std::int64_t context) {
+  if (std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end()) return StopReason::eos;
+  if (generated >= max_tokens) return StopReason::max_tokens;
+  if (position >= context) return StopReason::context;
+  return std::nullopt;
+}
+
 std::vector<std::int32_t> pick_tokens(Decoder& decoder, const GreedyOptions& options, std::int64_t position) {
   return options.picker ? options.picker(decoder, position) : decoder.greedy();
 }
@@ -45,16 +54,9 @@ GreedyResult greedy_decode(Decoder& decoder, std::span<const std::int32_t> promp
   for (;;) {
     r.tokens.push_back(token);
     if (on_token) on_token(token);
-    if (std::find(options.stop_ids.begin(), options.stop_ids.end(), token) != options.stop_ids.end()) {
-      r.stop = StopReason::eos;
-      break;
-    }
-    if (std::int64_t(r.tokens.size()) >= options.max_tokens) {
-      r.stop = StopReason::max_tokens;
-      break;
-    }
-    if (decoder.length() >= decoder.context_length()) {
-      r.stop = StopReason::context;
+    if (const auto stop = stop_after(token, std::int64_t(r.tokens.size()), decoder.length(), options.stop_ids,
+                                     options.max_tokens, decoder.context_length())) {
+      r.stop = *stop;
       break;
     }
     decoder.forward({&token, 1}, decoder.length());

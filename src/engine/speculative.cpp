@@ -55,14 +55,10 @@ SpeculativeResult speculative_decode(Decoder& target, Drafter& drafter, std::spa
     r.tokens.push_back(token);
     sequence.push_back(token);
     if (on_token) on_token(token);
-    if (std::find(options.stop_ids.begin(), options.stop_ids.end(), token) != options.stop_ids.end())
-      r.stop = StopReason::eos;
-    else if (std::int64_t(r.tokens.size()) >= options.max_tokens)
-      r.stop = StopReason::max_tokens;
-    else if (std::int64_t(sequence.size()) - 1 >= context)
-      r.stop = StopReason::context;
-    else
-      return;
+    const auto stop = stop_after(token, std::int64_t(r.tokens.size()), std::int64_t(sequence.size()) - 1,
+                                 options.stop_ids, options.max_tokens, context);
+    if (!stop) return;
+    r.stop = *stop;
     stopped = true;
   };
 

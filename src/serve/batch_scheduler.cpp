@@ -148,15 +148,9 @@ void BatchScheduler::step(std::vector<std::unique_ptr<Running>>& running) {
     ++r.generated;
     // greedy_decode's order: the token is reported, then the reasons to stop.
     const bool more = r.run->take(token);
-    std::optional<StopReason> reason;
-    if (more) {
-      if (std::find(stop_ids_.begin(), stop_ids_.end(), token) != stop_ids_.end())
-        reason = StopReason::eos;
-      else if (r.generated >= spec.max_tokens)
-        reason = StopReason::max_tokens;
-      else if (position >= decoder_.context_length())
-        reason = StopReason::context;
-    }
+    const std::optional<StopReason> reason =
+        more ? stop_after(token, r.generated, position, stop_ids_, spec.max_tokens, decoder_.context_length())
+             : std::nullopt;
     if (!more || reason) {
       r.run->finish(reason, "", metrics_);
       done.push_back(r.job);

@@ -22,6 +22,7 @@
 
 #include "bench.h"
 #include "bench_decode.h"
+#include "bench_serve.h"
 #include "bench_spec.h"
 #include "cli_common.h"
 #include "demo.h"
@@ -105,6 +106,7 @@ int main(int argc, char** argv) {
   add_probe_command(app, exit_code);
   add_bench_decode_command(app, exit_code);
   add_bench_spec_command(app, exit_code);
+  add_bench_serve_command(app, exit_code);
   add_serve_command(app, exit_code);
   const int code = parse_and_run(app, argc, argv, exit_code);
   return stdout_written() ? code : std::max(code, kExitFailed);

@@ -145,7 +145,8 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server: every response is the solo run's, byte for byte");
   cmd->footer(
       "Endpoints: GET /health, GET /v1/models, GET /metrics, POST /v1/completions, POST /v1/chat/completions.\n"
-      "Requests run one at a time, first in first out, each exactly as `exactq generate` runs it alone.\n"
+      "Classic decode runs up to --max-batch requests in each forward; with a drafter, one at a time. Every response\n"
+      "is the one `exactq generate` gives for it alone, byte for byte.\n"
       "The first line on stdout is the address listened on (with --port 0, the port picked).\n"
       "SIGINT or SIGTERM: stop taking requests, cancel those in flight, exit 0.");
   auto a = std::make_shared<Args>();

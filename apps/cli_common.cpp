@@ -386,14 +386,18 @@ DecodingSetup open_decoding(std::string_view backend, int threads, const Checkpo
   target.sequences = sequences;
   s.decoder = std::make_unique<Decoder>(*s.backend, checkpoint, target);
   if (draft) {
-    s.draft_decoder = std::make_unique<Decoder>(*s.backend, *draft, DecoderOptions{family, s.decoder->context_length()});
+    DecoderOptions draft_options{family, s.decoder->context_length()};
+    draft_options.sequences = sequences;
+    s.draft_decoder = std::make_unique<Decoder>(*s.backend, *draft, draft_options);
     try {
       s.drafter = std::make_unique<DraftModelDrafter>(*s.draft_decoder, *s.decoder);
+      s.batch_drafter = make_draft_model_batch_drafter(*s.draft_decoder, *s.decoder);
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument("--draft '" + std::string(draft_dir) + "': " + e.what());
     }
   } else if (lookup > 0) {
     s.drafter = std::make_unique<PromptLookupDrafter>(lookup);
+    s.batch_drafter = make_lookup_batch_drafter(lookup, sequences);
   }
   return s;
 }

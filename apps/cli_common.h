@@ -69,11 +69,13 @@ void check_host_memory(std::int64_t n, std::int64_t k, std::int64_t m, std::stri
 // What `generate` and `serve` decode with: the backend, the model's decoder and the drafter of
 // --draft (a decoder of the draft checkpoint on the same backend, with the target's context) or
 // --lookup N (N > 0); no drafter where neither is given. The target's cache holds `sequences`
-// sequences (a server's batch). Destroyed drafter first, backend last.
+// sequences (a server's batch), and so does the draft model's; batch_drafter drafts for all of
+// them at once (the same drafter's rule). Destroyed drafters first, backend last.
 struct DecodingSetup {
   std::unique_ptr<Backend> backend;
   std::unique_ptr<Decoder> decoder, draft_decoder;
   std::unique_ptr<Drafter> drafter;
+  std::unique_ptr<BatchDrafter> batch_drafter;
 };
 // Throws std::invalid_argument naming --draft's directory where the draft model cannot draft
 // for the target.

@@ -22,9 +22,7 @@
 
 #ifdef EXACTQ_HAVE_SERVE
 #include "serve/batch_scheduler.h"
-#include "serve/engine.h"
 #include "serve/http_server.h"
-#include "serve/serial_scheduler.h"
 #endif
 
 namespace exactq::cli {
@@ -70,37 +68,31 @@ void run(const Args& a) {
   std::signal(SIGTERM, SIG_DFL);
   std::signal(SIGPIPE, SIG_IGN);
 
-  // Classic decode batches up to --max-batch requests in each forward, each in its own sequence of
-  // the cache; speculative decode runs one request at a time.
-  const bool speculative = draft_checkpoint || a.lookup > 0;
+  // Up to --max-batch requests in each forward, each in its own sequence of the cache (and of the
+  // draft model's).
   DecodingSetup setup = open_decoding(a.backend, a.threads, checkpoint, family, a.context, draft_checkpoint, a.draft,
-                                      a.lookup, speculative ? 1 : a.max_batch);
+                                      a.lookup, a.max_batch);
   const std::unique_ptr<Backend>& backend = setup.backend;
   Decoder& decoder = *setup.decoder;
-  std::unique_ptr<Drafter>& drafter = setup.drafter;
-  serve::EngineOptions engine_options;
+  BatchDrafter* drafter = nullptr;
   std::string mode = "classic decode";
-  if (drafter) {
+  if (setup.batch_drafter) {
     // The gate `exactq generate` applies: speculative decoding only where the exactness probe finds
     // the verify forward equal to as many decode steps; classic decode otherwise.
     ExactnessGate gate;
     ProbeOptions probe_options;
     probe_options.draws = 2;
     if (gate.allows(*backend, checkpoint, a.model, a.block, family, probe_options)) {
-      engine_options.speculative = SpeculativeOptions{a.block, false, false};
+      drafter = setup.batch_drafter.get();
       mode = fmt::format("speculative decode ({}, block {})", drafter->name(), a.block);
     } else {
       fmt::print(stderr, "exactq serve: the exactness probe found the {}-wide verify forward unequal to {} decode steps; "
                          "serving with classic decode\n", a.block, a.block);
     }
   }
+  mode += fmt::format(", up to {} requests a forward", a.max_batch);
   serve::Metrics metrics;
-  serve::Engine engine(decoder, drafter.get(), tokenizer, engine_options, metrics);
-  std::unique_ptr<serve::Scheduler> scheduler;
-  if (speculative)
-    scheduler = std::make_unique<serve::SerialScheduler>(engine, std::size_t(a.max_queue));
-  else
-    scheduler = std::make_unique<serve::BatchScheduler>(decoder, tokenizer, metrics, std::size_t(a.max_queue));
+  serve::BatchScheduler scheduler(decoder, tokenizer, metrics, std::size_t(a.max_queue), drafter, a.block);
 
   const std::optional<std::int32_t> bos = tokenizer.bos_id();
   const std::string bos_text = bos && tokenizer.has_token(*bos) ? tokenizer.token_text(*bos) : std::string();
@@ -110,8 +102,8 @@ void run(const Args& a) {
   // A connection thread per waiting request and a few for /health and /metrics, up to a bound
   // on the threads started at once: past it, connections wait for a thread before being read.
   const std::size_t connection_threads = std::min<std::size_t>(std::size_t(a.max_queue) + 8, 256);
-  serve::ServerOptions server_options{a.host, a.port, a.api_key, connection_threads, engine_options.speculative.has_value()};
-  serve::HttpServer server(server_options, api, *scheduler, metrics);
+  serve::ServerOptions server_options{a.host, a.port, a.api_key, connection_threads, drafter != nullptr};
+  serve::HttpServer server(server_options, api, scheduler, metrics);
   const int port = server.bind();
 
   std::atomic<bool> signalled{false};
@@ -121,7 +113,7 @@ void run(const Args& a) {
     signalled.store(true);
     fmt::print(stderr, "exactq serve: {}: stopping: in-flight and queued requests are cancelled\n",
                signal == SIGINT ? "SIGINT" : "SIGTERM");
-    scheduler->shutdown();
+    scheduler.shutdown();
     server.stop();
   });
   // The log line first: whoever reads the address from stdout finds the log already written.
@@ -134,7 +126,7 @@ void run(const Args& a) {
   const bool listened = server.listen();
   if (!signalled.load()) pthread_kill(stopper.native_handle(), SIGTERM);
   stopper.join();
-  scheduler->shutdown();
+  scheduler.shutdown();
   if (!listened && !signalled.load()) throw std::runtime_error("serve: the server stopped listening");
 }
 #endif
@@ -145,8 +137,8 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server: every response is the solo run's, byte for byte");
   cmd->footer(
       "Endpoints: GET /health, GET /v1/models, GET /metrics, POST /v1/completions, POST /v1/chat/completions.\n"
-      "Classic decode runs up to --max-batch requests in each forward; with a drafter, one at a time. Every response\n"
-      "is the one `exactq generate` gives for it alone, byte for byte.\n"
+      "Up to --max-batch requests run in each forward (with a drafter, each its verify block). Every response is the\n"
+      "one `exactq generate` gives for it alone, byte for byte.\n"
       "The first line on stdout is the address listened on (with --port 0, the port picked).\n"
       "SIGINT or SIGTERM: stop taking requests, cancel those in flight, exit 0.");
   auto a = std::make_shared<Args>();
@@ -165,7 +157,7 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   add_integer_option(cmd, "--max-queue", a->max_queue, "requests that may wait; more are answered 429 (default 64)")
       ->check(CLI::Range(std::int64_t(1), std::int64_t(4096)));
   add_integer_option(cmd, "--max-batch", a->max_batch,
-                     "classic decode: requests run together in each forward, each in its own cache (default 8)")
+                     "requests run together in each forward, each in its own cache (default 8)")
       ->check(CLI::Range(std::int64_t(1), std::int64_t(256)));
   add_integer_option(cmd, "--context", a->context, "KV cache positions (default: the model's, at most 4096)")
       ->check(CLI::Range(std::int64_t(2), std::int64_t(1) << 24));

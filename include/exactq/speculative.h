@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -96,6 +97,35 @@ class ReplayDrafter final : public Drafter {
   std::int64_t vocab_;
   std::size_t prompt_size_ = 0;
 };
+
+// Drafting for several sequences at once: a server's batch, each request in its own slot (the
+// target decoder's sequence of the same number). Every slot's proposals are those of the
+// single-sequence drafter of the same kind for that slot's sequence alone.
+class BatchDrafter {
+ public:
+  virtual ~BatchDrafter() = default;
+  virtual std::string name() const = 0;
+  virtual std::int64_t slots() const = 0;
+  // A new generation starts in `slot`.
+  virtual void begin(std::int64_t slot) { (void)slot; }
+  struct Ask {
+    std::int64_t slot = 0;
+    std::span<const std::int32_t> sequence;  // the prompt and every accepted token
+    std::int64_t n = 0;                      // tokens wanted, >= 1
+  };
+  // Each ask's proposals (up to n tokens, possibly none), in the asks' order; slots distinct.
+  // Throws std::invalid_argument naming the value for a slot outside [0, slots()) or a repeated one.
+  virtual std::vector<std::vector<std::int32_t>> propose(std::span<const Ask> asks) = 0;
+  // After a round: `sequence` is what the slot accepted.
+  virtual void accepted(std::int64_t slot, std::span<const std::int32_t> sequence) { (void)slot, (void)sequence; }
+};
+
+// Prompt lookup (PromptLookupDrafter) for every slot; no state.
+std::unique_ptr<BatchDrafter> make_lookup_batch_drafter(std::int64_t max_ngram, std::int64_t slots);
+// DraftModelDrafter for every slot, in one forward of the draft decoder a draft: its slots are
+// the draft decoder's sequences. Throws std::invalid_argument naming both sizes where the
+// vocabularies differ, or both counts where the draft decoder holds fewer sequences than the target.
+std::unique_ptr<BatchDrafter> make_draft_model_batch_drafter(Decoder& draft, const Decoder& target);
 
 struct SpeculativeOptions {
   std::int64_t block = 4;      // bs, in [kMinBlock, kMaxBlock]; with adaptive, the largest width

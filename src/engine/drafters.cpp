@@ -1,6 +1,8 @@
-// The drafters of speculative decoding (exactq/speculative.h): a draft model, prompt lookup, and
-// the replay instrument for benchmarks.
+// The drafters of speculative decoding (exactq/speculative.h): a draft model, prompt lookup, the
+// replay instrument for benchmarks, and the first two for several sequences at once.
 #include <algorithm>
+#include <array>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -120,6 +122,111 @@ std::vector<std::int32_t> ReplayDrafter::propose(std::span<const std::int32_t> s
   for (std::size_t i = sequence.size() - prompt_size_; i < reference_.size() && std::int64_t(drafts.size()) < n; ++i)
     drafts.push_back(proposal(i));
   return drafts;
+}
+
+namespace {
+
+void check_asks(std::span<const BatchDrafter::Ask> asks, std::int64_t slots) {
+  std::vector<bool> seen(std::size_t(slots), false);
+  for (const auto& a : asks) {
+    if (a.slot < 0 || a.slot >= slots)
+      fail("draft slot " + std::to_string(a.slot) + " is outside [0, " + std::to_string(slots) + ")");
+    if (seen[std::size_t(a.slot)]) fail("draft slot " + std::to_string(a.slot) + " is asked twice in one proposal");
+    seen[std::size_t(a.slot)] = true;
+  }
+}
+
+class LookupBatchDrafter final : public BatchDrafter {
+ public:
+  LookupBatchDrafter(std::int64_t max_ngram, std::int64_t slots) : lookup_(max_ngram), slots_(slots) {
+    if (slots < 1) fail("draft slots " + std::to_string(slots) + " must be at least 1");
+  }
+  std::string name() const override { return lookup_.name(); }
+  std::int64_t slots() const override { return slots_; }
+  std::vector<std::vector<std::int32_t>> propose(std::span<const Ask> asks) override {
+    check_asks(asks, slots_);
+    std::vector<std::vector<std::int32_t>> out;
+    for (const auto& a : asks) out.push_back(lookup_.propose(a.sequence, a.n));
+    return out;
+  }
+
+ private:
+  PromptLookupDrafter lookup_;
+  std::int64_t slots_;
+};
+
+// DraftModelDrafter's rule slot by slot: the first forward runs each slot's accepted tokens its
+// cache lacks (its last token always), every later one each slot's previous draft, until each slot
+// has its n; a slot's rows are its sequence's alone, so its drafts are the single drafter's.
+class DraftModelBatchDrafter final : public BatchDrafter {
+ public:
+  DraftModelBatchDrafter(Decoder& draft, const Decoder& target) : draft_(draft), cached_(std::size_t(draft.sequences())) {
+    DraftModelDrafter check(draft, target);
+    if (draft.sequences() < target.sequences())
+      fail("the draft decoder holds " + std::to_string(draft.sequences()) + " sequences, fewer than the target's " +
+           std::to_string(target.sequences()));
+  }
+  std::string name() const override { return "draft-model " + draft_.config().model_type; }
+  std::int64_t slots() const override { return draft_.sequences(); }
+  void begin(std::int64_t slot) override {
+    check_asks(std::array{Ask{slot, {}, 1}}, slots());
+    cached_[std::size_t(slot)].clear();
+    draft_.truncate(slot, 0);
+  }
+  std::vector<std::vector<std::int32_t>> propose(std::span<const Ask> asks) override {
+    check_asks(asks, slots());
+    std::vector<std::vector<std::int32_t>> drafts(asks.size());
+    std::vector<std::int64_t> wanted(asks.size(), 0);
+    std::vector<Decoder::Part> parts;
+    std::vector<std::size_t> who;
+    for (std::size_t i = 0; i < asks.size(); ++i) {
+      const Ask& a = asks[i];
+      wanted[i] = std::min(a.n, draft_.context_length() - std::int64_t(a.sequence.size()) + 1);
+      if (wanted[i] < 1 || a.sequence.empty()) continue;
+      std::vector<std::int32_t>& cached = cached_[std::size_t(a.slot)];
+      const std::size_t keep = std::min(common_prefix(cached, a.sequence), a.sequence.size() - 1);
+      cached.resize(keep);
+      parts.push_back({a.slot, a.sequence.subspan(keep), std::int64_t(keep)});
+      cached.insert(cached.end(), a.sequence.begin() + std::ptrdiff_t(keep), a.sequence.end());
+      who.push_back(i);
+    }
+    while (!parts.empty()) {
+      draft_.forward(parts, Decoder::Rows::last);
+      const std::vector<std::int32_t> picks = draft_.greedy();
+      for (std::size_t j = 0; j < who.size(); ++j) drafts[who[j]].push_back(picks[j]);
+      parts.clear();
+      std::vector<std::size_t> next;
+      for (const std::size_t i : who) {
+        if (std::int64_t(drafts[i].size()) >= wanted[i]) continue;
+        std::vector<std::int32_t>& cached = cached_[std::size_t(asks[i].slot)];
+        parts.push_back({asks[i].slot, std::span(&drafts[i].back(), 1), std::int64_t(cached.size())});
+        cached.push_back(drafts[i].back());
+        next.push_back(i);
+      }
+      who = std::move(next);
+    }
+    return drafts;
+  }
+  void accepted(std::int64_t slot, std::span<const std::int32_t> sequence) override {
+    check_asks(std::array{Ask{slot, {}, 1}}, slots());
+    std::vector<std::int32_t>& cached = cached_[std::size_t(slot)];
+    cached.resize(common_prefix(cached, sequence));
+    draft_.truncate(slot, std::int64_t(cached.size()));
+  }
+
+ private:
+  Decoder& draft_;
+  std::vector<std::vector<std::int32_t>> cached_;  // each slot's tokens at its cache's positions
+};
+
+}  // namespace
+
+std::unique_ptr<BatchDrafter> make_lookup_batch_drafter(std::int64_t max_ngram, std::int64_t slots) {
+  return std::make_unique<LookupBatchDrafter>(max_ngram, slots);
+}
+
+std::unique_ptr<BatchDrafter> make_draft_model_batch_drafter(Decoder& draft, const Decoder& target) {
+  return std::make_unique<DraftModelBatchDrafter>(draft, target);
 }
 
 }  // namespace exactq

@@ -13,14 +13,23 @@ struct BatchScheduler::Running {
   std::shared_ptr<Job> job;
   std::unique_ptr<JobRun> run;
   std::int64_t sequence = 0;
-  std::vector<std::int32_t> next;  // what the next forward runs: the prompt, then the last token
-  std::int64_t start = 0;          // the position of next's first token
+  std::vector<std::int32_t> tokens;  // the prompt and every token generated
+  std::vector<std::int32_t> next;    // what the next forward runs: the prompt, then the last token and any drafts
+  std::int64_t start = 0;            // the position of next's first token
   std::int64_t generated = 0;
 };
 
-BatchScheduler::BatchScheduler(Decoder& decoder, const Tokenizer& tokenizer, Metrics& metrics, std::size_t max_queue)
-    : decoder_(decoder), tokenizer_(tokenizer), metrics_(metrics), max_queue_(max_queue), stop_ids_(tokenizer.eos_ids()) {
+BatchScheduler::BatchScheduler(Decoder& decoder, const Tokenizer& tokenizer, Metrics& metrics, std::size_t max_queue,
+                               BatchDrafter* drafter, std::int64_t block)
+    : decoder_(decoder), tokenizer_(tokenizer), metrics_(metrics), max_queue_(max_queue), drafter_(drafter), block_(block),
+      stop_ids_(tokenizer.eos_ids()) {
   if (max_queue_ < 1) throw std::invalid_argument("the queue must hold at least one request");
+  if (drafter_ && (block_ < kMinBlock || block_ > kMaxBlock))
+    throw std::invalid_argument("block width " + std::to_string(block_) + " is outside [" + std::to_string(kMinBlock) + ", " +
+                                std::to_string(kMaxBlock) + "]");
+  if (drafter_ && drafter_->slots() < decoder_.sequences())
+    throw std::invalid_argument("the drafter's " + std::to_string(drafter_->slots()) + " slots are fewer than the decoder's " +
+                                std::to_string(decoder_.sequences()) + " sequences");
   worker_ = std::thread([this] { work(); });
 }
 
@@ -83,6 +92,7 @@ bool BatchScheduler::admit(std::vector<std::unique_ptr<Running>>& running) {
     r->job = job;
     r->run = std::make_unique<JobRun>(*job, tokenizer_);
     r->sequence = std::find(used.begin(), used.end(), false) - used.begin();
+    r->tokens = spec.prompt;
     r->next = spec.prompt;
     // The checks greedy_decode and the decoder's forward make before running, in their words.
     try {
@@ -94,6 +104,7 @@ bool BatchScheduler::admit(std::vector<std::unique_ptr<Running>>& running) {
       continue;
     }
     used[std::size_t(r->sequence)] = true;
+    if (drafter_) drafter_->begin(r->sequence);
     {
       std::lock_guard lock(mutex_);
       admitted_.push_back(job);
@@ -104,24 +115,75 @@ bool BatchScheduler::admit(std::vector<std::unique_ptr<Running>>& running) {
   return !running.empty() || !queue_.empty() || !closing_;
 }
 
+std::vector<BatchScheduler::Picks> BatchScheduler::run_forward(const std::vector<Running*>& jobs, Decoder::Rows rows) {
+  std::vector<Picks> picks(jobs.size());
+  if (jobs.empty()) return picks;
+  std::vector<Decoder::Part> parts;
+  for (const Running* r : jobs) parts.push_back({r->sequence, r->next, r->start});
+  decoder_.forward(parts, rows);
+  // The argmax on the backend where a job is greedy without log probabilities (as
+  // sampling_picker leaves it), the rows on the host for the others.
+  bool rows_needed = false, argmax_needed = false;
+  for (const Running* r : jobs) {
+    const GenerationSpec& spec = r->job->spec();
+    (spec.sampling.greedy() && spec.logprobs < 0 ? argmax_needed : rows_needed) = true;
+  }
+  const std::vector<std::int32_t> argmax = argmax_needed ? decoder_.greedy() : std::vector<std::int32_t>();
+  const std::vector<std::byte> logits = rows_needed ? decoder_.logits() : std::vector<std::byte>();
+  const DType t = decoder_.dtype();
+  const std::size_t vocab = std::size_t(decoder_.vocab_size());
+  std::vector<float> row(vocab);
+  std::size_t at = 0;  // the job's first row
+  for (std::size_t j = 0; j < jobs.size(); ++j) {
+    const Running& r = *jobs[j];
+    const GenerationSpec& spec = r.job->spec();
+    const std::size_t n = rows == Decoder::Rows::all ? r.next.size() : 1;
+    // Row k's token goes to the position after the row's own.
+    const std::int64_t first = r.start + std::int64_t(r.next.size() - n) + 1;
+    for (std::size_t k = 0; k < n; ++k) {
+      if (spec.sampling.greedy() && spec.logprobs < 0) {
+        picks[j].tokens.push_back(argmax[at + k]);
+        continue;
+      }
+      for (std::size_t i = 0; i < vocab; ++i) row[i] = load_f32(logits.data(), (at + k) * vocab + i, t);
+      const std::int32_t token = sample_token(row, spec.sampling, first + std::int64_t(k));
+      picks[j].tokens.push_back(token);
+      if (spec.logprobs >= 0) picks[j].logprobs.push_back(token_logprobs(row, token, spec.logprobs));
+    }
+    at += n;
+  }
+  return picks;
+}
+
 void BatchScheduler::step(std::vector<std::unique_ptr<Running>>& running) {
   if (running.empty()) return;
-  std::vector<Decoder::Part> parts;
-  for (const auto& r : running) parts.push_back({r->sequence, r->next, r->start});
-  std::vector<std::int32_t> argmax;
-  std::vector<std::byte> logits;
-  metrics_.count_batch(std::int64_t(parts.size()));
+  // New jobs run their prompts and keep the last row; running jobs their last token and, with a
+  // drafter, its drafts, keeping every row.
+  std::vector<Running*> last_rows, all_rows;
+  std::vector<std::vector<Picks>> picks(2);
+  metrics_.count_batch(std::int64_t(running.size()));
   try {
-    decoder_.forward(parts, Decoder::Rows::last);
-    // The argmax on the backend where a job is greedy without log probabilities (as
-    // sampling_picker leaves it), the rows on the host for the others.
-    bool rows_needed = false, argmax_needed = false;
-    for (const auto& r : running) {
-      const GenerationSpec& spec = r->job->spec();
-      (spec.sampling.greedy() && spec.logprobs < 0 ? argmax_needed : rows_needed) = true;
+    if (drafter_) {
+      std::vector<BatchDrafter::Ask> asks;
+      std::vector<Running*> asking;
+      for (const auto& r : running) {
+        if (r->generated == 0) continue;
+        // The verify runs the last token at its position and the drafts after it, all inside the
+        // context; drafts past the token limit could never be emitted.
+        const std::int64_t position = std::int64_t(r->tokens.size()) - 1;
+        const std::int64_t room = std::min({block_ - 1, decoder_.context_length() - position - 1,
+                                            r->job->spec().max_tokens - r->generated - 1});
+        if (room > 0) asks.push_back({r->sequence, r->tokens, room}), asking.push_back(r.get());
+      }
+      const std::vector<std::vector<std::int32_t>> drafts = drafter_->propose(asks);
+      for (std::size_t i = 0; i < asking.size(); ++i) {
+        const std::size_t n = std::min(drafts[i].size(), std::size_t(asks[i].n));
+        asking[i]->next.insert(asking[i]->next.end(), drafts[i].begin(), drafts[i].begin() + std::ptrdiff_t(n));
+      }
     }
-    if (argmax_needed) argmax = decoder_.greedy();
-    if (rows_needed) logits = decoder_.logits();
+    for (const auto& r : running) (r->generated > 0 && r->next.size() > 1 ? all_rows : last_rows).push_back(r.get());
+    picks[0] = run_forward(last_rows, Decoder::Rows::last);
+    picks[1] = run_forward(all_rows, Decoder::Rows::all);
   } catch (const std::exception& e) {
     for (auto& r : running) r->run->finish(std::nullopt, e.what(), metrics_);
     running.clear();
@@ -129,35 +191,46 @@ void BatchScheduler::step(std::vector<std::unique_ptr<Running>>& running) {
     admitted_.clear();
     return;
   }
-  const DType t = decoder_.dtype();
-  const std::size_t vocab = std::size_t(decoder_.vocab_size());
-  std::vector<float> row(vocab);
   std::vector<std::shared_ptr<Job>> done;
-  for (std::size_t j = 0; j < running.size(); ++j) {
-    Running& r = *running[j];
-    const GenerationSpec& spec = r.job->spec();
-    const std::int64_t position = r.start + std::int64_t(r.next.size());
-    std::int32_t token = 0;
-    if (spec.sampling.greedy() && spec.logprobs < 0) {
-      token = argmax[j];
-    } else {
-      for (std::size_t i = 0; i < vocab; ++i) row[i] = load_f32(logits.data(), j * vocab + i, t);
-      token = sample_token(row, spec.sampling, position);
-      if (spec.logprobs >= 0) (*r.run->logprobs())[position] = token_logprobs(row, token, spec.logprobs);
+  for (int g = 0; g < 2; ++g) {
+    const std::vector<Running*>& jobs = g == 0 ? last_rows : all_rows;
+    for (std::size_t j = 0; j < jobs.size(); ++j) {
+      Running& r = *jobs[j];
+      const GenerationSpec& spec = r.job->spec();
+      const Picks& p = picks[std::size_t(g)][j];
+      // A verify block's drafts are next[1..]: the longest prefix equal to the picks is accepted,
+      // and the pick after it (speculative_decode's rule). A prompt or a lone token: its one pick.
+      const std::size_t drafted = r.generated > 0 ? r.next.size() - 1 : 0;
+      std::size_t matched = 0;
+      while (matched < drafted && r.next[matched + 1] == p.tokens[matched]) ++matched;
+      if (drafter_ && r.generated > 0) metrics_.count_speculation(std::int64_t(drafted), std::int64_t(matched));
+      bool ended = false;
+      for (std::size_t i = 0; i <= matched && !ended; ++i) {
+        const std::int32_t token = p.tokens[i];
+        r.tokens.push_back(token);
+        ++r.generated;
+        const std::int64_t position = std::int64_t(r.tokens.size()) - 1;
+        if (spec.logprobs >= 0) (*r.run->logprobs())[position] = p.logprobs[i];
+        // greedy_decode's order: the token is reported, then the reasons to stop.
+        const bool more = r.run->take(token);
+        const std::optional<StopReason> reason =
+            more ? stop_after(token, r.generated, position, stop_ids_, spec.max_tokens, decoder_.context_length())
+                 : std::nullopt;
+        if (!more || reason) {
+          r.run->finish(reason, "", metrics_);
+          done.push_back(r.job);
+          ended = true;
+        }
+      }
+      if (ended) continue;
+      // The cache forgets the rejected drafts, and the drafter learns what was accepted.
+      if (drafter_) {
+        decoder_.truncate(r.sequence, std::min(decoder_.length(r.sequence), std::int64_t(r.tokens.size()) - 1));
+        drafter_->accepted(r.sequence, r.tokens);
+      }
+      r.next = {r.tokens.back()};
+      r.start = std::int64_t(r.tokens.size()) - 1;
     }
-    ++r.generated;
-    // greedy_decode's order: the token is reported, then the reasons to stop.
-    const bool more = r.run->take(token);
-    const std::optional<StopReason> reason =
-        more ? stop_after(token, r.generated, position, stop_ids_, spec.max_tokens, decoder_.context_length())
-             : std::nullopt;
-    if (!more || reason) {
-      r.run->finish(reason, "", metrics_);
-      done.push_back(r.job);
-      continue;
-    }
-    r.next = {token};
-    r.start = position;
   }
   std::erase_if(running, [&](const std::unique_ptr<Running>& r) {
     return std::find(done.begin(), done.end(), r->job) != done.end();

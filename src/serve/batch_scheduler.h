@@ -1,12 +1,15 @@
-// Continuous batching for classic decode: one worker thread runs every admitted job in the same
-// forward, each in its own sequence of the decoder's cache (Decoder::forward over parts). Jobs
-// are admitted at step boundaries as sequences free up; a step runs each new job's prompt and
-// each running job's last token, then picks every job's next token from its own row.
+// Continuous batching: one worker thread runs every admitted job in the same forward, each in its
+// own sequence of the decoder's cache (Decoder::forward over parts). Jobs are admitted at step
+// boundaries as sequences free up. A step runs each new job's prompt and each running job's last
+// token, or, with a drafter, its last token and its drafts (a verify block), then picks every job's
+// tokens from its own rows; a verify block keeps the longest prefix of drafts equal to the picks,
+// plus the next pick, as speculative_decode does.
 //
 // Every row's logits are the bytes its sequence gets alone (the forward is width-invariant and a
 // row reads only its own sequence's cache), and a token is picked from its row and position alone
 // (greedy: the argmax; sampled: sample_token by (seed, position)), through the same JobRun as
-// Engine::run: each response is the solo run's, byte for byte, whatever else runs beside it.
+// Engine::run: each response is the solo run's, byte for byte, whatever else runs beside it and
+// whatever was drafted.
 #pragma once
 
 #include <condition_variable>
@@ -18,6 +21,7 @@
 #include <vector>
 
 #include "exactq/decoder.h"
+#include "exactq/speculative.h"
 #include "exactq/tokenizer.h"
 #include "serve/engine.h"
 #include "serve/job.h"
@@ -27,8 +31,11 @@ namespace exactq::serve {
 
 class BatchScheduler final : public Scheduler {
  public:
-  // Up to decoder.sequences() jobs at once; max_queue jobs may wait (at least 1).
-  BatchScheduler(Decoder& decoder, const Tokenizer& tokenizer, Metrics& metrics, std::size_t max_queue);
+  // Up to decoder.sequences() jobs at once; max_queue jobs may wait (at least 1). With a drafter
+  // (slots at least the decoder's sequences), verify blocks of up to `block` tokens
+  // ([kMinBlock, kMaxBlock]); throws std::invalid_argument naming the value otherwise.
+  BatchScheduler(Decoder& decoder, const Tokenizer& tokenizer, Metrics& metrics, std::size_t max_queue,
+                 BatchDrafter* drafter = nullptr, std::int64_t block = 4);
   ~BatchScheduler() override;
   bool submit(const std::shared_ptr<Job>& job) override;
   std::size_t queue_depth() const override;
@@ -36,15 +43,24 @@ class BatchScheduler final : public Scheduler {
 
  private:
   struct Running;
+  struct Picks {
+    std::vector<std::int32_t> tokens;     // a row's token each
+    std::vector<TokenLogprobs> logprobs;  // each token's, where the job asks for them
+  };
   void work();
   // Admits queued jobs into free sequences; false where the worker should end.
   bool admit(std::vector<std::unique_ptr<Running>>& running);
   void step(std::vector<std::unique_ptr<Running>>& running);
+  // One forward over the given jobs' `next` tokens (none: no forward), each job's picks, one per
+  // row kept.
+  std::vector<Picks> run_forward(const std::vector<Running*>& jobs, Decoder::Rows rows);
 
   Decoder& decoder_;
   const Tokenizer& tokenizer_;
   Metrics& metrics_;
   std::size_t max_queue_;
+  BatchDrafter* drafter_;
+  std::int64_t block_;
   std::vector<std::int32_t> stop_ids_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;

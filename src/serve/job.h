@@ -3,8 +3,8 @@
 //
 // The HTTP thread builds a Job, hands it to a Scheduler and then only reads it: the text produced
 // so far (for streaming) and, once done, the outcome. The scheduler's worker only writes it.
-// SerialScheduler runs one job at a time; BatchScheduler admits jobs at step boundaries and runs
-// many at once, each with its own position and cache. Both report through the same Job calls.
+// BatchScheduler admits jobs at step boundaries and runs many at once, each with its own position
+// and cache; Engine::run runs one alone (the solo reference). Both report through the same Job calls.
 #pragma once
 
 #include <atomic>

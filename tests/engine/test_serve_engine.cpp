@@ -18,7 +18,6 @@
 #include "serve/chat_template.h"
 #include "serve/batch_scheduler.h"
 #include "serve/engine.h"
-#include "serve/serial_scheduler.h"
 #include "test_util.h"
 
 namespace exactq::serve {
@@ -300,17 +299,16 @@ TEST(ServeEngine, ProgressGivesEachTokenOnceWithItsLogprobsAfterItsText) {
   EXPECT_FALSE(same_logprobs(pa.logprobs, pb.logprobs)) << "the control";
 }
 
-TEST(ServeScheduler, JobsRunInOrderWithGreedyDecodesTokensAndACancelledJobStops) {
+TEST(ServeScheduler, OneSequenceRunsJobsInOrderWithGreedyDecodesTokensAndACancelledJobStops) {
   Pycode p;
   Metrics metrics;
-  Engine engine(p.decoder, nullptr, p.tokenizer, {}, metrics);
   const std::vector<std::int32_t> a = p.tokenizer.encode("def f(x):\n"), b = p.tokenizer.encode("import sys\n");
   GreedyOptions options;
   options.max_tokens = 12;
   options.stop_ids = p.tokenizer.eos_ids();
   const auto solo_a = greedy_decode(p.decoder, a, options).tokens, solo_b = greedy_decode(p.decoder, b, options).tokens;
   ASSERT_NE(solo_a, solo_b);
-  SerialScheduler scheduler(engine, 4);
+  BatchScheduler scheduler(p.decoder, p.tokenizer, metrics, 4);
   auto ja = std::make_shared<Job>(GenerationSpec{a, 12, {}});
   auto jb = std::make_shared<Job>(GenerationSpec{b, 12, {}});
   auto jc = std::make_shared<Job>(GenerationSpec{a, 12, {}});
@@ -327,13 +325,16 @@ TEST(ServeScheduler, JobsRunInOrderWithGreedyDecodesTokensAndACancelledJobStops)
   EXPECT_FALSE(scheduler.submit(std::make_shared<Job>(GenerationSpec{a, 1, {}}))) << "closed after shutdown";
 }
 
-// The batch scheduler against the engine running each job alone: 20 jobs submitted at once over
-// 4 sequences (so jobs are admitted as others end), of mixed prompt lengths, greedy and sampled
-// with seeds, with log probabilities, stop strings and max_tokens, and two the checks refuse;
-// every outcome (tokens, text, finish, log probabilities, error) equal, byte for byte. A job
-// cancelled before it starts finishes cancelled. Control: the sampled jobs with other seeds, run
-// alone, give other tokens.
-TEST(ServeScheduler, BatchedJobsGetTheOutcomesTheEngineGivesEachAlone) {
+// The batch scheduler against the engine running each job alone (classic decode): 20 jobs
+// submitted at once over 4 sequences (so jobs are admitted as others end), of mixed prompt
+// lengths, greedy and sampled with seeds, with log probabilities, stop strings and max_tokens, and
+// two the checks refuse; every outcome (tokens, text, finish, log probabilities, error) equal, byte
+// for byte, without a drafter and with each drafter (verify blocks of several jobs in one forward).
+// A job cancelled before it starts finishes cancelled. Control: the sampled jobs with other seeds,
+// run alone, give other tokens.
+enum class Drafting { none, lookup, draft_model };
+
+void check_batched_against_alone(Drafting drafting) {
   Pycode p;
   const std::uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
@@ -352,14 +353,17 @@ TEST(ServeScheduler, BatchedJobsGetTheOutcomesTheEngineGivesEachAlone) {
   specs[7].prompt.clear();      // refused: no tokens
   specs[11].max_tokens = 0;     // refused: max_tokens < 1
   Metrics metrics;
-  Decoder batch_decoder{*p.backend, p.checkpoint, [] {
-                          DecoderOptions o{KernelFamily::exact, 256};
-                          o.sequences = 4;
-                          return o;
-                        }()};
+  DecoderOptions options{KernelFamily::exact, 256};
+  options.sequences = 4;
+  Decoder batch_decoder{*p.backend, p.checkpoint, options};
+  const Checkpoint draft_checkpoint = Checkpoint::open(std::string(EXACTQ_SOURCE_DIR) + "/models/pycode-draft");
+  Decoder draft_decoder{*p.backend, draft_checkpoint, options};
+  std::unique_ptr<BatchDrafter> drafter;
+  if (drafting == Drafting::lookup) drafter = make_lookup_batch_drafter(3, 4);
+  if (drafting == Drafting::draft_model) drafter = make_draft_model_batch_drafter(draft_decoder, batch_decoder);
   std::vector<std::shared_ptr<Job>> jobs;
   {
-    BatchScheduler scheduler(batch_decoder, p.tokenizer, metrics, 64);
+    BatchScheduler scheduler(batch_decoder, p.tokenizer, metrics, 64, drafter.get(), 5);
     for (const GenerationSpec& spec : specs) {
       jobs.push_back(std::make_shared<Job>(spec));
       ASSERT_TRUE(scheduler.submit(jobs.back()));
@@ -395,15 +399,52 @@ TEST(ServeScheduler, BatchedJobsGetTheOutcomesTheEngineGivesEachAlone) {
   ASSERT_GT(sampled, 0u);
   EXPECT_GT(sampled_differ, 0u) << "control: another seed must give other tokens";
   // The forwards by width: none wider than the 4 sequences, and some wider than one.
-  const std::string m = metrics.render(0, false);
+  const std::string m = metrics.render(0, drafter != nullptr);
   auto value = [&](const std::string& line) {
-    const std::size_t at = m.find(line + " ");
-    return at == std::string::npos ? std::int64_t(-1) : std::stoll(m.substr(at + line.size() + 1));
+    const std::size_t at = m.find("\n" + line + " ");
+    return at == std::string::npos ? std::int64_t(-1) : std::stoll(m.substr(at + line.size() + 2));
   };
   const std::int64_t forwards = value("exactq_batch_width_count");
   EXPECT_GT(forwards, 0);
   EXPECT_EQ(value("exactq_batch_width_bucket{le=\"4\"}"), forwards);
   EXPECT_LT(value("exactq_batch_width_bucket{le=\"1\"}"), forwards) << "some forward ran several requests";
+  if (drafter) {
+    // Speculation happened: drafts were verified and some accepted.
+    EXPECT_GT(value("exactq_draft_tokens_total"), 0) << m;
+    EXPECT_GT(value("exactq_draft_accepted_total"), 0) << m;
+  }
+}
+
+TEST(ServeScheduler, BatchedJobsGetTheOutcomesTheEngineGivesEachAlone) { check_batched_against_alone(Drafting::none); }
+
+TEST(ServeScheduler, BatchedVerifyBlocksOfPromptLookupGiveClassicDecodesOutcomes) {
+  check_batched_against_alone(Drafting::lookup);
+}
+
+TEST(ServeScheduler, BatchedVerifyBlocksOfTheDraftModelGiveClassicDecodesOutcomes) {
+  check_batched_against_alone(Drafting::draft_model);
+}
+
+TEST(ServeScheduler, RefusesABadBlockOrTooFewDraftSlotsNamingTheValue) {
+  Pycode p;
+  Metrics metrics;
+  const auto lookup = make_lookup_batch_drafter(3, 1);
+  auto refusal = [&](std::int64_t block, BatchDrafter* drafter, Decoder& decoder) -> std::string {
+    try {
+      BatchScheduler scheduler(decoder, p.tokenizer, metrics, 4, drafter, block);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(refusal(1, lookup.get(), p.decoder).find("block width 1"), std::string::npos);
+  EXPECT_NE(refusal(65, lookup.get(), p.decoder).find("block width 65"), std::string::npos);
+  DecoderOptions options{KernelFamily::exact, 64};
+  options.sequences = 2;
+  Decoder two{*p.backend, p.checkpoint, options};
+  EXPECT_NE(refusal(4, lookup.get(), two).find("1 slots are fewer than the decoder's 2"), std::string::npos);
+  EXPECT_EQ(refusal(4, lookup.get(), p.decoder), "") << "the control: one slot for one sequence";
+  EXPECT_EQ(refusal(1, nullptr, p.decoder), "") << "no drafter: no block";
 }
 
 }  // namespace

@@ -31,7 +31,7 @@ namespace {
 
 struct Args {
   std::string model, draft, backend = "auto", kernels = "exact", host = "127.0.0.1", api_key;
-  std::int64_t lookup = 0, block = 4, context = 0, max_queue = 64, max_batch = 8;
+  std::int64_t lookup = 0, block = 4, context = 0, max_queue = 64, max_batch = 8, prefill_chunk = 512;
   int port = 8000, threads = 0;
 };
 
@@ -92,7 +92,7 @@ void run(const Args& a) {
   }
   mode += fmt::format(", up to {} requests a forward", a.max_batch);
   serve::Metrics metrics;
-  serve::BatchScheduler scheduler(decoder, tokenizer, metrics, std::size_t(a.max_queue), drafter, a.block);
+  serve::BatchScheduler scheduler(decoder, tokenizer, metrics, std::size_t(a.max_queue), drafter, a.block, a.prefill_chunk);
 
   const std::optional<std::int32_t> bos = tokenizer.bos_id();
   const std::string bos_text = bos && tokenizer.has_token(*bos) ? tokenizer.token_text(*bos) : std::string();
@@ -159,6 +159,10 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   add_integer_option(cmd, "--max-batch", a->max_batch,
                      "requests run together in each forward, each in its own cache (default 8)")
       ->check(CLI::Range(std::int64_t(1), std::int64_t(256)));
+  add_integer_option(cmd, "--prefill-chunk", a->prefill_chunk,
+                     "prompt tokens a request runs in one forward: longer prompts take several, so that others keep decoding "
+                     "(default 512)")
+      ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 24));
   add_integer_option(cmd, "--context", a->context, "KV cache positions (default: the model's, at most 4096)")
       ->check(CLI::Range(std::int64_t(2), std::int64_t(1) << 24));
   add_text_option(cmd, "--api-key", a->api_key, "require 'Authorization: Bearer KEY' on /v1/ and /metrics");

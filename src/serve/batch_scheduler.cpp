@@ -14,16 +14,22 @@ struct BatchScheduler::Running {
   std::unique_ptr<JobRun> run;
   std::int64_t sequence = 0;
   std::vector<std::int32_t> tokens;  // the prompt and every token generated
-  std::vector<std::int32_t> next;    // what the next forward runs: the prompt, then the last token and any drafts
+  std::vector<std::int32_t> next;    // what the next forward runs: a chunk of the prompt, then the last token and any drafts
   std::int64_t start = 0;            // the position of next's first token
   std::int64_t generated = 0;
+  // The prompt's next chunk, from position `start`.
+  void next_chunk(std::int64_t chunk) {
+    const std::size_t end = std::min(tokens.size(), std::size_t(start + chunk));
+    next.assign(tokens.begin() + std::ptrdiff_t(start), tokens.begin() + std::ptrdiff_t(end));
+  }
 };
 
 BatchScheduler::BatchScheduler(Decoder& decoder, const Tokenizer& tokenizer, Metrics& metrics, std::size_t max_queue,
-                               BatchDrafter* drafter, std::int64_t block)
+                               BatchDrafter* drafter, std::int64_t block, std::int64_t prefill_chunk)
     : decoder_(decoder), tokenizer_(tokenizer), metrics_(metrics), max_queue_(max_queue), drafter_(drafter), block_(block),
-      stop_ids_(tokenizer.eos_ids()) {
+      prefill_chunk_(prefill_chunk), stop_ids_(tokenizer.eos_ids()) {
   if (max_queue_ < 1) throw std::invalid_argument("the queue must hold at least one request");
+  if (prefill_chunk_ < 1) throw std::invalid_argument("prefill chunk " + std::to_string(prefill_chunk_) + " must be at least 1");
   if (drafter_ && (block_ < kMinBlock || block_ > kMaxBlock))
     throw std::invalid_argument("block width " + std::to_string(block_) + " is outside [" + std::to_string(kMinBlock) + ", " +
                                 std::to_string(kMaxBlock) + "]");
@@ -93,7 +99,7 @@ bool BatchScheduler::admit(std::vector<std::unique_ptr<Running>>& running) {
     r->run = std::make_unique<JobRun>(*job, tokenizer_);
     r->sequence = std::find(used.begin(), used.end(), false) - used.begin();
     r->tokens = spec.prompt;
-    r->next = spec.prompt;
+    r->next_chunk(prefill_chunk_);
     // The checks greedy_decode and the decoder's forward make before running, in their words.
     try {
       check_generation(decoder_, spec.prompt, spec.max_tokens);
@@ -157,8 +163,10 @@ std::vector<BatchScheduler::Picks> BatchScheduler::run_forward(const std::vector
 
 void BatchScheduler::step(std::vector<std::unique_ptr<Running>>& running) {
   if (running.empty()) return;
-  // New jobs run their prompts and keep the last row; running jobs their last token and, with a
-  // drafter, its drafts, keeping every row.
+  // New jobs run a chunk of their prompts and keep the last row (its pick is the first token after
+  // the last chunk); running jobs their last token and, with a drafter, its drafts, keeping every
+  // row. A prompt in chunks leaves the cache and the last row's logits as the whole prompt does (the
+  // forward is width-invariant), and the jobs beside it wait one chunk, not the whole prompt.
   std::vector<Running*> last_rows, all_rows;
   std::vector<std::vector<Picks>> picks(2);
   metrics_.count_batch(std::int64_t(running.size()));
@@ -198,6 +206,11 @@ void BatchScheduler::step(std::vector<std::unique_ptr<Running>>& running) {
       Running& r = *jobs[j];
       const GenerationSpec& spec = r.job->spec();
       const Picks& p = picks[std::size_t(g)][j];
+      if (r.generated == 0 && r.start + std::int64_t(r.next.size()) < std::int64_t(r.tokens.size())) {
+        r.start += std::int64_t(r.next.size());
+        r.next_chunk(prefill_chunk_);
+        continue;
+      }
       // A verify block's drafts are next[1..]: the longest prefix equal to the picks is accepted,
       // and the pick after it (speculative_decode's rule). A prompt or a lone token: its one pick.
       const std::size_t drafted = r.generated > 0 ? r.next.size() - 1 : 0;

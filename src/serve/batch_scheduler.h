@@ -1,9 +1,9 @@
 // Continuous batching: one worker thread runs every admitted job in the same forward, each in its
 // own sequence of the decoder's cache (Decoder::forward over parts). Jobs are admitted at step
-// boundaries as sequences free up. A step runs each new job's prompt and each running job's last
-// token, or, with a drafter, its last token and its drafts (a verify block), then picks every job's
-// tokens from its own rows; a verify block keeps the longest prefix of drafts equal to the picks,
-// plus the next pick, as speculative_decode does.
+// boundaries as sequences free up. A step runs a chunk of each new job's prompt and each running
+// job's last token, or, with a drafter, its last token and its drafts (a verify block), then picks
+// every job's tokens from its own rows; a verify block keeps the longest prefix of drafts equal to
+// the picks, plus the next pick, as speculative_decode does.
 //
 // Every row's logits are the bytes its sequence gets alone (the forward is width-invariant and a
 // row reads only its own sequence's cache), and a token is picked from its row and position alone
@@ -33,9 +33,10 @@ class BatchScheduler final : public Scheduler {
  public:
   // Up to decoder.sequences() jobs at once; max_queue jobs may wait (at least 1). With a drafter
   // (slots at least the decoder's sequences), verify blocks of up to `block` tokens
-  // ([kMinBlock, kMaxBlock]); throws std::invalid_argument naming the value otherwise.
+  // ([kMinBlock, kMaxBlock]). Prompts run in chunks of up to prefill_chunk tokens (at least 1), one
+  // a step. Throws std::invalid_argument naming the value otherwise.
   BatchScheduler(Decoder& decoder, const Tokenizer& tokenizer, Metrics& metrics, std::size_t max_queue,
-                 BatchDrafter* drafter = nullptr, std::int64_t block = 4);
+                 BatchDrafter* drafter = nullptr, std::int64_t block = 4, std::int64_t prefill_chunk = 512);
   ~BatchScheduler() override;
   bool submit(const std::shared_ptr<Job>& job) override;
   std::size_t queue_depth() const override;
@@ -61,6 +62,7 @@ class BatchScheduler final : public Scheduler {
   std::size_t max_queue_;
   BatchDrafter* drafter_;
   std::int64_t block_;
+  std::int64_t prefill_chunk_;
   std::vector<std::int32_t> stop_ids_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;

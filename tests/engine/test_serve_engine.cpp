@@ -329,12 +329,13 @@ TEST(ServeScheduler, OneSequenceRunsJobsInOrderWithGreedyDecodesTokensAndACancel
 // submitted at once over 4 sequences (so jobs are admitted as others end), of mixed prompt
 // lengths, greedy and sampled with seeds, with log probabilities, stop strings and max_tokens, and
 // two the checks refuse; every outcome (tokens, text, finish, log probabilities, error) equal, byte
-// for byte, without a drafter and with each drafter (verify blocks of several jobs in one forward).
+// for byte, without a drafter and with each drafter (verify blocks of several jobs in one forward),
+// with prompts whole and in chunks.
 // A job cancelled before it starts finishes cancelled. Control: the sampled jobs with other seeds,
 // run alone, give other tokens.
 enum class Drafting { none, lookup, draft_model };
 
-void check_batched_against_alone(Drafting drafting) {
+void check_batched_against_alone(Drafting drafting, std::int64_t prefill_chunk) {
   Pycode p;
   const std::uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
@@ -363,7 +364,7 @@ void check_batched_against_alone(Drafting drafting) {
   if (drafting == Drafting::draft_model) drafter = make_draft_model_batch_drafter(draft_decoder, batch_decoder);
   std::vector<std::shared_ptr<Job>> jobs;
   {
-    BatchScheduler scheduler(batch_decoder, p.tokenizer, metrics, 64, drafter.get(), 5);
+    BatchScheduler scheduler(batch_decoder, p.tokenizer, metrics, 64, drafter.get(), 5, prefill_chunk);
     for (const GenerationSpec& spec : specs) {
       jobs.push_back(std::make_shared<Job>(spec));
       ASSERT_TRUE(scheduler.submit(jobs.back()));
@@ -415,17 +416,19 @@ void check_batched_against_alone(Drafting drafting) {
   }
 }
 
-TEST(ServeScheduler, BatchedJobsGetTheOutcomesTheEngineGivesEachAlone) { check_batched_against_alone(Drafting::none); }
+TEST(ServeScheduler, BatchedJobsGetTheOutcomesTheEngineGivesEachAlone) { check_batched_against_alone(Drafting::none, 512); }
+
+TEST(ServeScheduler, PromptsInChunksOfTwoTokensGiveTheSameOutcomes) { check_batched_against_alone(Drafting::none, 2); }
 
 TEST(ServeScheduler, BatchedVerifyBlocksOfPromptLookupGiveClassicDecodesOutcomes) {
-  check_batched_against_alone(Drafting::lookup);
+  check_batched_against_alone(Drafting::lookup, 512);
 }
 
 TEST(ServeScheduler, BatchedVerifyBlocksOfTheDraftModelGiveClassicDecodesOutcomes) {
-  check_batched_against_alone(Drafting::draft_model);
+  check_batched_against_alone(Drafting::draft_model, 3);
 }
 
-TEST(ServeScheduler, RefusesABadBlockOrTooFewDraftSlotsNamingTheValue) {
+TEST(ServeScheduler, RefusesABadBlockTooFewDraftSlotsOrAnEmptyChunkNamingTheValue) {
   Pycode p;
   Metrics metrics;
   const auto lookup = make_lookup_batch_drafter(3, 1);
@@ -445,6 +448,12 @@ TEST(ServeScheduler, RefusesABadBlockOrTooFewDraftSlotsNamingTheValue) {
   EXPECT_NE(refusal(4, lookup.get(), two).find("1 slots are fewer than the decoder's 2"), std::string::npos);
   EXPECT_EQ(refusal(4, lookup.get(), p.decoder), "") << "the control: one slot for one sequence";
   EXPECT_EQ(refusal(1, nullptr, p.decoder), "") << "no drafter: no block";
+  try {
+    BatchScheduler scheduler(p.decoder, p.tokenizer, metrics, 4, nullptr, 4, 0);
+    ADD_FAILURE() << "a prefill chunk of 0 tokens was taken";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("prefill chunk 0"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

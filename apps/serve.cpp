@@ -160,8 +160,8 @@ void add_serve_command(CLI::App& app, int& exit_code) {
                      "requests run together in each forward, each in its own cache (default 8)")
       ->check(CLI::Range(std::int64_t(1), std::int64_t(256)));
   add_integer_option(cmd, "--prefill-chunk", a->prefill_chunk,
-                     "prompt tokens a request runs in one forward: longer prompts take several, so that others keep decoding "
-                     "(default 512)")
+                     "prompt tokens a step runs, over all new requests: longer prompts take several steps, while others keep "
+                     "decoding (default 512)")
       ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 24));
   add_integer_option(cmd, "--context", a->context, "KV cache positions (default: the model's, at most 4096)")
       ->check(CLI::Range(std::int64_t(2), std::int64_t(1) << 24));

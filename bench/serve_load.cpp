@@ -191,10 +191,11 @@ nlohmann::json summarize(const LevelResult& level, const std::vector<Response>& 
       tpot.push_back(1e3 * (r.chunks.back() - r.first) / double(r.completion_tokens - 1));
     for (std::size_t k = 1; k < r.chunks.size(); ++k) gaps.push_back(1e3 * (r.chunks[k] - r.chunks[k - 1]));
     const Response& s = solo.at(level.request_index[i]);
-    if (r.text != s.text || r.completion_tokens != s.completion_tokens) {
+    if (r.text != s.text || r.completion_tokens != s.completion_tokens || r.finish_reason != s.finish_reason) {
       if (mismatches++ == 0)
         first_mismatch = {{"request", level.request_index[i]}, {"text", r.text}, {"solo_text", s.text},
-                          {"completion_tokens", r.completion_tokens}, {"solo_completion_tokens", s.completion_tokens}};
+                          {"completion_tokens", r.completion_tokens}, {"solo_completion_tokens", s.completion_tokens},
+                          {"finish_reason", r.finish_reason}, {"solo_finish_reason", s.finish_reason}};
     }
   }
   auto pcts = [](const std::vector<double>& v) {

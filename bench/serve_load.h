@@ -42,7 +42,7 @@ struct Response {
 // One streamed completion; never throws for the server's answers (they land in `error`).
 Response complete(const ServeTarget& target, const LoadRequest& request, double clock_origin, int timeout_seconds);
 
-// The server's exactq_batch_width histogram (sum and count of forwards), from GET /metrics; both 0
+// The server's exactq_batch_width histogram (sum and count of steps), from GET /metrics; both 0
 // where the server has none.
 struct BatchWidths {
   double sum = 0, count = 0;
@@ -59,7 +59,7 @@ struct LevelResult {
   double wall_seconds = 0;
   std::vector<std::size_t> request_index;  // which of the requests each response answers
   std::vector<Response> responses;
-  double batch_width_mean = 0;  // mean requests per forward over the level (0: not reported)
+  double batch_width_mean = 0;  // mean requests a scheduler step over the level (0: not reported)
 };
 // Client c sends requests[(c + k * concurrency) % size] for k = 0, 1, ..., so every request runs
 // beside different neighbours at every level.
@@ -67,7 +67,7 @@ LevelResult run_level(const ServeTarget& target, const std::vector<LoadRequest>&
 
 // The level's figures: requests/s, output tok/s, percentiles of TTFT, TPOT and chunk gaps (ms),
 // errors, and identity against `solo` (the responses of each request alone): mismatches are
-// responses whose text or token count differ from their request's solo response.
+// responses whose text, token count or finish reason differ from their request's solo response.
 nlohmann::json summarize(const LevelResult& level, const std::vector<Response>& solo);
 
 // The p-th percentile (0..100) by linear interpolation between order statistics; 0 for none.

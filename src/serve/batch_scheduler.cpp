@@ -6,6 +6,7 @@
 
 #include "exactq/generate.h"
 #include "exactq/sampling.h"
+#include "order/argmax.h"
 
 namespace exactq::serve {
 
@@ -17,11 +18,8 @@ struct BatchScheduler::Running {
   std::vector<std::int32_t> next;    // what the next forward runs: a chunk of the prompt, then the last token and any drafts
   std::int64_t start = 0;            // the position of next's first token
   std::int64_t generated = 0;
-  // The prompt's next chunk, from position `start`.
-  void next_chunk(std::int64_t chunk) {
-    const std::size_t end = std::min(tokens.size(), std::size_t(start + chunk));
-    next.assign(tokens.begin() + std::ptrdiff_t(start), tokens.begin() + std::ptrdiff_t(end));
-  }
+  // Whether the forward runs a chunk of the prompt that is not its last (nothing to pick).
+  bool more_prompt() const { return generated == 0 && start + std::int64_t(next.size()) < std::int64_t(tokens.size()); }
 };
 
 BatchScheduler::BatchScheduler(Decoder& decoder, const Tokenizer& tokenizer, Metrics& metrics, std::size_t max_queue,
@@ -99,7 +97,6 @@ bool BatchScheduler::admit(std::vector<std::unique_ptr<Running>>& running) {
     r->run = std::make_unique<JobRun>(*job, tokenizer_);
     r->sequence = std::find(used.begin(), used.end(), false) - used.begin();
     r->tokens = spec.prompt;
-    r->next_chunk(prefill_chunk_);
     // The checks greedy_decode and the decoder's forward make before running, in their words.
     try {
       check_generation(decoder_, spec.prompt, spec.max_tokens);
@@ -144,6 +141,10 @@ std::vector<BatchScheduler::Picks> BatchScheduler::run_forward(const std::vector
     const Running& r = *jobs[j];
     const GenerationSpec& spec = r.job->spec();
     const std::size_t n = rows == Decoder::Rows::all ? r.next.size() : 1;
+    if (r.more_prompt()) {
+      at += n;
+      continue;
+    }
     // Row k's token goes to the position after the row's own.
     const std::int64_t first = r.start + std::int64_t(r.next.size() - n) + 1;
     for (std::size_t k = 0; k < n; ++k) {
@@ -152,7 +153,9 @@ std::vector<BatchScheduler::Picks> BatchScheduler::run_forward(const std::vector
         continue;
       }
       for (std::size_t i = 0; i < vocab; ++i) row[i] = load_f32(logits.data(), (at + k) * vocab + i, t);
-      const std::int32_t token = sample_token(row, spec.sampling, first + std::int64_t(k));
+      // Greedy with log probabilities: order::argmax, as logprob_picker picks alone.
+      const std::int32_t token = spec.sampling.greedy() ? std::int32_t(order::argmax(row.data(), std::int64_t(vocab)))
+                                                        : sample_token(row, spec.sampling, first + std::int64_t(k));
       picks[j].tokens.push_back(token);
       if (spec.logprobs >= 0) picks[j].logprobs.push_back(token_logprobs(row, token, spec.logprobs));
     }
@@ -162,15 +165,31 @@ std::vector<BatchScheduler::Picks> BatchScheduler::run_forward(const std::vector
 }
 
 void BatchScheduler::step(std::vector<std::unique_ptr<Running>>& running) {
-  if (running.empty()) return;
-  // New jobs run a chunk of their prompts and keep the last row (its pick is the first token after
-  // the last chunk); running jobs their last token and, with a drafter, its drafts, keeping every
-  // row. A prompt in chunks leaves the cache and the last row's logits as the whole prompt does (the
-  // forward is width-invariant), and the jobs beside it wait one chunk, not the whole prompt.
-  std::vector<Running*> last_rows, all_rows;
-  std::vector<std::vector<Picks>> picks(2);
-  metrics_.count_batch(std::int64_t(running.size()));
+  std::vector<std::shared_ptr<Job>> done;
+  auto end_job = [&](Running& r, std::optional<StopReason> reason, const std::string& error) {
+    r.run->finish(reason, error, metrics_);
+    done.push_back(r.job);
+  };
   try {
+    // A job cancelled in its prompt's chunks (no token yet to refuse) ends here, and any other
+    // before a forward is spent on it.
+    for (const auto& r : running)
+      if (r->job->cancelled()) end_job(*r, std::nullopt, "");
+    forget(running, done);
+    if (running.empty()) return;
+    // Jobs in their prompts run chunks from one budget of prefill_chunk tokens a step, in order of
+    // admission, and keep their last rows (the last chunk's pick is the first token); running jobs
+    // run their last token and, with a drafter, its drafts, keeping every row. A prompt in chunks
+    // leaves the cache and the last row's logits as the whole prompt does (the forward is
+    // width-invariant), and the jobs beside it wait a chunk, not the whole prompt.
+    std::int64_t budget = prefill_chunk_;
+    std::vector<Running*> last_rows, all_rows;
+    for (const auto& r : running) {
+      if (r->generated > 0) continue;
+      const std::int64_t n = std::min(budget, std::int64_t(r->tokens.size()) - r->start);
+      r->next.assign(r->tokens.begin() + r->start, r->tokens.begin() + r->start + n);
+      budget -= n;
+    }
     if (drafter_) {
       std::vector<BatchDrafter::Ask> asks;
       std::vector<Running*> asking;
@@ -189,67 +208,67 @@ void BatchScheduler::step(std::vector<std::unique_ptr<Running>>& running) {
         asking[i]->next.insert(asking[i]->next.end(), drafts[i].begin(), drafts[i].begin() + std::ptrdiff_t(n));
       }
     }
-    for (const auto& r : running) (r->generated > 0 && r->next.size() > 1 ? all_rows : last_rows).push_back(r.get());
-    picks[0] = run_forward(last_rows, Decoder::Rows::last);
-    picks[1] = run_forward(all_rows, Decoder::Rows::all);
+    for (const auto& r : running)
+      if (!r->next.empty()) (r->generated > 0 && r->next.size() > 1 ? all_rows : last_rows).push_back(r.get());
+    metrics_.count_batch(std::int64_t(last_rows.size() + all_rows.size()));
+    const std::vector<Picks> picks[2] = {run_forward(last_rows, Decoder::Rows::last), run_forward(all_rows, Decoder::Rows::all)};
+    for (int g = 0; g < 2; ++g) {
+      const std::vector<Running*>& jobs = g == 0 ? last_rows : all_rows;
+      for (std::size_t j = 0; j < jobs.size(); ++j) take_picks(*jobs[j], picks[g][j], end_job);
+    }
   } catch (const std::exception& e) {
-    for (auto& r : running) r->run->finish(std::nullopt, e.what(), metrics_);
-    running.clear();
-    std::lock_guard lock(mutex_);
-    admitted_.clear();
+    // The backend's or the drafter's failure ends every job of the step, in its words.
+    const std::string error = *e.what() ? e.what() : "unknown error";
+    for (const auto& r : running)
+      if (std::find(done.begin(), done.end(), r->job) == done.end()) end_job(*r, std::nullopt, error);
+  }
+  forget(running, done);
+}
+
+template <typename EndJob>
+void BatchScheduler::take_picks(Running& r, const Picks& p, EndJob& end_job) {
+  const GenerationSpec& spec = r.job->spec();
+  if (r.more_prompt()) {
+    r.start += std::int64_t(r.next.size());
+    r.next.clear();
     return;
   }
-  std::vector<std::shared_ptr<Job>> done;
-  for (int g = 0; g < 2; ++g) {
-    const std::vector<Running*>& jobs = g == 0 ? last_rows : all_rows;
-    for (std::size_t j = 0; j < jobs.size(); ++j) {
-      Running& r = *jobs[j];
-      const GenerationSpec& spec = r.job->spec();
-      const Picks& p = picks[std::size_t(g)][j];
-      if (r.generated == 0 && r.start + std::int64_t(r.next.size()) < std::int64_t(r.tokens.size())) {
-        r.start += std::int64_t(r.next.size());
-        r.next_chunk(prefill_chunk_);
-        continue;
-      }
-      // A verify block's drafts are next[1..]: the longest prefix equal to the picks is accepted,
-      // and the pick after it (speculative_decode's rule). A prompt or a lone token: its one pick.
-      const std::size_t drafted = r.generated > 0 ? r.next.size() - 1 : 0;
-      std::size_t matched = 0;
-      while (matched < drafted && r.next[matched + 1] == p.tokens[matched]) ++matched;
-      if (drafter_ && r.generated > 0) metrics_.count_speculation(std::int64_t(drafted), std::int64_t(matched));
-      bool ended = false;
-      for (std::size_t i = 0; i <= matched && !ended; ++i) {
-        const std::int32_t token = p.tokens[i];
-        r.tokens.push_back(token);
-        ++r.generated;
-        const std::int64_t position = std::int64_t(r.tokens.size()) - 1;
-        if (spec.logprobs >= 0) (*r.run->logprobs())[position] = p.logprobs[i];
-        // greedy_decode's order: the token is reported, then the reasons to stop.
-        const bool more = r.run->take(token);
-        const std::optional<StopReason> reason =
-            more ? stop_after(token, r.generated, position, stop_ids_, spec.max_tokens, decoder_.context_length())
-                 : std::nullopt;
-        if (!more || reason) {
-          r.run->finish(reason, "", metrics_);
-          done.push_back(r.job);
-          ended = true;
-        }
-      }
-      if (ended) continue;
-      // The cache forgets the rejected drafts, and the drafter learns what was accepted.
-      if (drafter_) {
-        decoder_.truncate(r.sequence, std::min(decoder_.length(r.sequence), std::int64_t(r.tokens.size()) - 1));
-        drafter_->accepted(r.sequence, r.tokens);
-      }
-      r.next = {r.tokens.back()};
-      r.start = std::int64_t(r.tokens.size()) - 1;
-    }
+  // A verify block's drafts are next[1..]: the longest prefix equal to the picks is accepted, and
+  // the pick after it (speculative_decode's rule). A prompt or a lone token: its one pick.
+  const std::size_t drafted = r.generated > 0 ? r.next.size() - 1 : 0;
+  std::size_t matched = 0;
+  while (matched < drafted && r.next[matched + 1] == p.tokens[matched]) ++matched;
+  if (drafter_ && r.generated > 0) metrics_.count_speculation(std::int64_t(drafted), std::int64_t(matched));
+  for (std::size_t i = 0; i <= matched; ++i) {
+    const std::int32_t token = p.tokens[i];
+    r.tokens.push_back(token);
+    ++r.generated;
+    const std::int64_t position = std::int64_t(r.tokens.size()) - 1;
+    if (spec.logprobs >= 0) (*r.run->logprobs())[position] = p.logprobs[i];
+    // greedy_decode's order: the token is reported, then the reasons to stop.
+    const bool more = r.run->take(token);
+    const std::optional<StopReason> reason =
+        more ? stop_after(token, r.generated, position, stop_ids_, spec.max_tokens, decoder_.context_length()) : std::nullopt;
+    if (!more || reason) return end_job(r, reason, "");
   }
-  std::erase_if(running, [&](const std::unique_ptr<Running>& r) {
-    return std::find(done.begin(), done.end(), r->job) != done.end();
-  });
-  std::lock_guard lock(mutex_);
-  std::erase_if(admitted_, [&](const std::shared_ptr<Job>& job) { return std::find(done.begin(), done.end(), job) != done.end(); });
+  // The cache forgets the rejected drafts, and the drafter learns what was accepted.
+  if (drafter_) {
+    decoder_.truncate(r.sequence, std::min(decoder_.length(r.sequence), std::int64_t(r.tokens.size()) - 1));
+    drafter_->accepted(r.sequence, r.tokens);
+  }
+  r.next = {r.tokens.back()};
+  r.start = std::int64_t(r.tokens.size()) - 1;
+}
+
+void BatchScheduler::forget(std::vector<std::unique_ptr<Running>>& running, std::vector<std::shared_ptr<Job>>& done) {
+  if (done.empty()) return;
+  auto finished = [&](const std::shared_ptr<Job>& job) { return std::find(done.begin(), done.end(), job) != done.end(); };
+  std::erase_if(running, [&](const std::unique_ptr<Running>& r) { return finished(r->job); });
+  {
+    std::lock_guard lock(mutex_);
+    std::erase_if(admitted_, finished);
+  }
+  done.clear();
 }
 
 }  // namespace exactq::serve

@@ -33,8 +33,9 @@ class BatchScheduler final : public Scheduler {
  public:
   // Up to decoder.sequences() jobs at once; max_queue jobs may wait (at least 1). With a drafter
   // (slots at least the decoder's sequences), verify blocks of up to `block` tokens
-  // ([kMinBlock, kMaxBlock]). Prompts run in chunks of up to prefill_chunk tokens (at least 1), one
-  // a step. Throws std::invalid_argument naming the value otherwise.
+  // ([kMinBlock, kMaxBlock]). Prompts run in chunks: up to prefill_chunk prompt tokens (at least
+  // 1) a step, over all the jobs in their prompts. Throws std::invalid_argument naming the value
+  // otherwise.
   BatchScheduler(Decoder& decoder, const Tokenizer& tokenizer, Metrics& metrics, std::size_t max_queue,
                  BatchDrafter* drafter = nullptr, std::int64_t block = 4, std::int64_t prefill_chunk = 512);
   ~BatchScheduler() override;
@@ -53,8 +54,14 @@ class BatchScheduler final : public Scheduler {
   bool admit(std::vector<std::unique_ptr<Running>>& running);
   void step(std::vector<std::unique_ptr<Running>>& running);
   // One forward over the given jobs' `next` tokens (none: no forward), each job's picks, one per
-  // row kept.
+  // row kept (none for a chunk of a prompt that is not its last).
   std::vector<Picks> run_forward(const std::vector<Running*>& jobs, Decoder::Rows rows);
+  // A job's picks into its tokens: the accepted ones reported and checked for a stop (end_job
+  // then), the cache and the drafter brought to what was accepted.
+  template <typename EndJob>
+  void take_picks(Running& r, const Picks& p, EndJob& end_job);
+  // Drops the `done` jobs from `running` and from the admitted list, and clears `done`.
+  void forget(std::vector<std::unique_ptr<Running>>& running, std::vector<std::shared_ptr<Job>>& done);
 
   Decoder& decoder_;
   const Tokenizer& tokenizer_;

@@ -46,7 +46,7 @@ std::string Metrics::render(std::size_t queue_depth, bool speculative) const {
                      seconds_ > 0 ? double(tokens_) / seconds_ : 0.0);
   out += fmt::format("# HELP exactq_queue_depth Requests waiting for the worker.\n"
                      "# TYPE exactq_queue_depth gauge\nexactq_queue_depth {}\n", queue_depth);
-  out += "# HELP exactq_batch_width Requests in each forward of the batch scheduler (classic decode).\n"
+  out += "# HELP exactq_batch_width Requests run in each step of the batch scheduler (a step: one forward, or two with verify blocks).\n"
          "# TYPE exactq_batch_width histogram\n";
   std::int64_t count = 0, sum = 0;
   for (const auto& [width, n] : batches_) count += n, sum += width * n;

@@ -186,7 +186,7 @@ TEST(ServeEngine, LogprobsAreEachPositionsLogSoftmaxAndTheSameInSpeculativeDecod
   Pycode p;
   Metrics metrics;
   const std::vector<std::int32_t> prompt = p.tokenizer.encode("def add(a, b):\n    return a + b\n\ndef add(");
-  GenerationSpec spec{prompt, 10, {}};
+  GenerationSpec spec{prompt, 10, {}, {}, -1};
   spec.logprobs = 3;
   auto run = [&](const GenerationSpec& s, bool speculative) {
     Job job(s);
@@ -218,11 +218,14 @@ TEST(ServeEngine, LogprobsAreEachPositionsLogSoftmaxAndTheSameInSpeculativeDecod
     EXPECT_EQ(got.top[0].first, classic.tokens[i]) << "greedy: the chosen token is the most likely";
     for (std::size_t k = 0; k < got.top.size(); ++k) {
       EXPECT_NEAR(got.top[k].second, want(got.top[k].first), 1e-12);
-      if (k > 0) EXPECT_GE(x[std::size_t(got.top[k - 1].first)], x[std::size_t(got.top[k].first)]);
+      if (k > 0) {
+        EXPECT_GE(x[std::size_t(got.top[k - 1].first)], x[std::size_t(got.top[k].first)]);
+      }
     }
     for (std::int64_t j = 0; j < vocab; ++j)  // nothing outside the top is more likely than its last
-      if (std::find_if(got.top.begin(), got.top.end(), [&](const auto& t) { return t.first == j; }) == got.top.end())
+      if (std::find_if(got.top.begin(), got.top.end(), [&](const auto& t) { return t.first == j; }) == got.top.end()) {
         EXPECT_LE(x[std::size_t(j)], x[std::size_t(got.top.back().first)]);
+      }
     seen.push_back(classic.tokens[i]);
   }
 
@@ -275,7 +278,7 @@ TEST(ServeEngine, ProgressGivesEachTokenOnceWithItsLogprobsAfterItsText) {
     consumer.join();
     return std::pair(job.wait(), all);
   };
-  GenerationSpec spec{p.tokenizer.encode("def add(a, b):\n    return a + b\n\ndef add("), 24, {}};
+  GenerationSpec spec{p.tokenizer.encode("def add(a, b):\n    return a + b\n\ndef add("), 24, {}, {}, -1};
   spec.logprobs = 2;
   for (const bool speculative : {false, true})
     for (const std::vector<std::string>& stop : {std::vector<std::string>{}, std::vector<std::string>{"\n"}}) {
@@ -309,9 +312,9 @@ TEST(ServeScheduler, OneSequenceRunsJobsInOrderWithGreedyDecodesTokensAndACancel
   const auto solo_a = greedy_decode(p.decoder, a, options).tokens, solo_b = greedy_decode(p.decoder, b, options).tokens;
   ASSERT_NE(solo_a, solo_b);
   BatchScheduler scheduler(p.decoder, p.tokenizer, metrics, 4);
-  auto ja = std::make_shared<Job>(GenerationSpec{a, 12, {}});
-  auto jb = std::make_shared<Job>(GenerationSpec{b, 12, {}});
-  auto jc = std::make_shared<Job>(GenerationSpec{a, 12, {}});
+  auto ja = std::make_shared<Job>(GenerationSpec{a, 12, {}, {}, -1});
+  auto jb = std::make_shared<Job>(GenerationSpec{b, 12, {}, {}, -1});
+  auto jc = std::make_shared<Job>(GenerationSpec{a, 12, {}, {}, -1});
   jc->cancel();
   ASSERT_TRUE(scheduler.submit(ja));
   ASSERT_TRUE(scheduler.submit(jb));
@@ -322,7 +325,7 @@ TEST(ServeScheduler, OneSequenceRunsJobsInOrderWithGreedyDecodesTokensAndACancel
   EXPECT_EQ(jc->wait().finish, Finish::cancelled);
   EXPECT_TRUE(jc->wait().tokens.empty());
   scheduler.shutdown();
-  EXPECT_FALSE(scheduler.submit(std::make_shared<Job>(GenerationSpec{a, 1, {}}))) << "closed after shutdown";
+  EXPECT_FALSE(scheduler.submit(std::make_shared<Job>(GenerationSpec{a, 1, {}, {}, -1}))) << "closed after shutdown";
 }
 
 // The batch scheduler against the engine running each job alone (classic decode): 20 jobs
@@ -387,7 +390,9 @@ void check_batched_against_alone(Drafting drafting, std::int64_t prefill_chunk) 
     EXPECT_EQ(got.finish, want.finish);
     EXPECT_EQ(got.error, want.error);
     EXPECT_TRUE(same_logprobs(got.logprobs, want.logprobs));
-    if (i == 7 || i == 11) EXPECT_EQ(got.finish, Finish::failed) << "refused by the checks";
+    if (i == 7 || i == 11) {
+      EXPECT_EQ(got.finish, Finish::failed) << "refused by the checks";
+    }
     if (!specs[i].sampling.greedy() && specs[i].max_tokens > 3) {
       GenerationSpec other = specs[i];
       other.sampling.seed += 1;

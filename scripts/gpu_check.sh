@@ -3,7 +3,8 @@
 # (memcheck and racecheck) on the kernels' and the decoder ops' tests, parity of every kernel against
 # the CPU mirror on several formats, the exactness probe and speculative decoding against classic
 # decode on the trained pair's target, the benchmark on every preset, classic decode of the
-# llama3-8b shape with its step timeline, and the PyTorch anchors of the same shapes.
+# llama3-8b shape with its step timeline, the server under load on that shape (bench-serve, exact
+# and mma), and the PyTorch anchors of the same shapes.
 #
 #   scripts/gpu_check.sh OUTDIR
 #
@@ -57,7 +58,7 @@ if [[ ${ONLY_SPEC:-0} != 1 ]]; then
   # slower ones are left to the plain run above).
   kernel_tests='CudaQmv.EqualsCpuMirrorForEveryFormat:CudaQmv.RejectsBadArguments:CudaQmvMma.AccuracyAgainstFloat64AndCpuReference:CudaQmvMma.RejectsWhatItDoesNotServe:CudaQmvMma.FragmentLayoutGivesTheMlxLayoutsBytes:CudaQmvMma.OddGroupCountAtEightBitsGroup128'
   kernel_tests+=':CudaDecoderOps.EveryOpGivesTheCpuBytes:CudaDecoderOps.NormAndArgmaxAtModelSizes:CudaDecoderOps.NormFusedIntoQmvGivesTheTwoOpsBytes:CudaDecoderOps.NormQmvEpiloguesGiveTheOpsBytes'
-  kernel_tests+=':CudaDecoderOps.AttentionSplitOverChunksGivesTheCpuBytes'
+  kernel_tests+=':CudaDecoderOps.AttentionSplitOverChunksGivesTheCpuBytes:CudaDecoder.SequencesInOneForwardGiveTheCpuBytes'
   for tool in memcheck racecheck; do
     filter=$kernel_tests
     # memcheck also runs one whole forward (racecheck is too slow for it: it tracks every shared access).
@@ -190,9 +191,24 @@ if [[ ${SKIP_BENCH:-0} != 1 && ${ONLY_SPEC:-0} != 1 ]]; then
     "$EXACTQ" bench-decode --model "$out/llama3-8b" --backend cuda --context 512,4096 --kernels exact,mma --profile \
       --json "$out/decode.json" --trace "$out/decode-trace.json" >>"$out/decode.log" 2>&1
   rc=$?
-  rm -rf "$out/llama3-8b"
   record "bench-decode (llama3-8b)" "$([[ $rc == 0 ]] && echo ran || echo FAILED)" \
     "$(grep -E '^exact +512 ' "$out/decode.log" | tr -s ' ' | cut -c1-100)"
+  # The server under load on the same shape: up to 64 requests a step, clients at 1, 4, 16 and 64;
+  # every response must be its request's response alone (bench-serve exits 1 otherwise).
+  for family in exact mma; do
+    [[ -d $out/llama3-8b ]] || break
+    "$EXACTQ" serve --model "$out/llama3-8b" --backend cuda --kernels $family --max-batch 64 --context 1024 --max-queue 256 \
+      --port 0 >"$out/serve-$family.url" 2>"$out/serve-$family.log" &
+    pid=$!
+    for _ in $(seq 1 240); do [[ -s $out/serve-$family.url ]] && break; sleep 0.5; done
+    "$EXACTQ" bench-serve --url "$(head -1 "$out/serve-$family.url")" --concurrency 1,4,16,64 --seconds 10 --max-tokens 64 \
+      --json "$out/serve-$family.json" --plot "$out/serve-$family.svg" >"$out/bench-serve-$family.log" 2>&1
+    rc=$?
+    kill -INT $pid; wait $pid
+    record "bench-serve (llama3-8b, $family)" "$([[ $rc == 0 ]] && echo ok || echo FAILED)" \
+      "$(grep -E '^ +16 ' "$out/bench-serve-$family.log" | tr -s ' ' | cut -c1-100)"
+  done
+  rm -rf "$out/llama3-8b"
   python3 bench/anchors.py --shapes 28672x8192,262144x3840,15360x3840,3840x15360 --m 1,4,16 \
     --json "$out/anchors.json" >"$out/anchors.log" 2>&1
   rc=$?

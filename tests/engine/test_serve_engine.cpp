@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -431,6 +432,46 @@ TEST(ServeScheduler, BatchedVerifyBlocksOfPromptLookupGiveClassicDecodesOutcomes
 
 TEST(ServeScheduler, BatchedVerifyBlocksOfTheDraftModelGiveClassicDecodesOutcomes) {
   check_batched_against_alone(Drafting::draft_model, 3);
+}
+
+// A job cancelled while its prompt runs a token a step ends at the next step, not after the
+// prompt: the scheduler's steps are counted (the batch width histogram). The control: the same
+// job left alone runs a step for every prompt token.
+TEST(ServeScheduler, AJobCancelledInItsPromptEndsWithoutRunningTheRest) {
+  Pycode p;
+  std::vector<std::int32_t> prompt;
+  for (int i = 0; i < 8; ++i) {
+    const std::vector<std::int32_t> part = p.tokenizer.encode("def function_" + std::to_string(i) + "(x, y):\n    return x + y\n");
+    prompt.insert(prompt.end(), part.begin(), part.end());
+  }
+  ASSERT_GT(prompt.size(), 100u);
+  auto count = [](const Metrics& metrics) {
+    const std::string m = metrics.render(0, false);
+    const std::size_t at = m.find("\nexactq_batch_width_count ");
+    return at == std::string::npos ? std::int64_t(-1) : std::stoll(m.substr(at + 26));
+  };
+  // Steps run in all, and steps run before the cancel (-1: none asked for).
+  auto steps = [&](bool cancel) -> std::pair<std::int64_t, std::int64_t> {
+    Metrics metrics;
+    BatchScheduler scheduler(p.decoder, p.tokenizer, metrics, 4, nullptr, 4, 1);
+    auto job = std::make_shared<Job>(GenerationSpec{prompt, 1, {}, {}, -1});
+    EXPECT_TRUE(scheduler.submit(job));
+    std::int64_t before = -1;
+    if (cancel) {
+      // Running: a few chunks in, as the scheduler's steps show.
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (count(metrics) < 3 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+      job->cancel();
+      before = count(metrics);
+    }
+    EXPECT_EQ(job->wait().finish, cancel ? Finish::cancelled : Finish::length);
+    return {count(metrics), before};
+  };
+  EXPECT_EQ(steps(false).first, std::int64_t(prompt.size())) << "the control: a step a prompt token";
+  const auto [all, before] = steps(true);
+  ASSERT_GE(before, 3);
+  EXPECT_LE(all, before + 1) << "the cancel is seen at the next step";
+  EXPECT_LT(all, std::int64_t(prompt.size()) / 2);
 }
 
 TEST(ServeScheduler, RefusesABadBlockTooFewDraftSlotsOrAnEmptyChunkNamingTheValue) {

@@ -192,8 +192,8 @@ void add_bench_serve_command(CLI::App& app, int& exit_code) {
   cmd->footer(
       "Each request is sent alone first; then, at each concurrency, that many clients send streamed completions back to\n"
       "back for --seconds, and every response must equal its request's response alone, byte for byte.\n"
-      "Reports requests/s, output tok/s, time to first token (TTFT), time per output token (TPOT), the server's mean batch\n"
-      "width (from /metrics) and mismatches. Exit 0: all equal; 1: a mismatch or failed request; 3: the requests' solo\n"
+      "Reports requests/s, output tok/s, time to first token (TTFT), time per output token (TPOT), the server's mean\n"
+      "requests a step (from /metrics) and mismatches. Exit 0: all equal; 1: a mismatch or failed request; 3: the requests' solo\n"
       "responses were all equal, so the check could not fail.");
   auto a = std::make_shared<Args>();
   add_text_option(cmd, "--url", a->url, "the server: http://HOST:PORT")->required();

@@ -1,7 +1,6 @@
 // The drafters of speculative decoding (exactq/speculative.h): a draft model, prompt lookup, the
 // replay instrument for benchmarks, and the first two for several sequences at once.
 #include <algorithm>
-#include <array>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -30,16 +29,18 @@ std::uint64_t mix(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
-}  // namespace
-
-DraftModelDrafter::DraftModelDrafter(Decoder& draft, const Decoder& target) : draft_(draft) {
-  // Equal head sizes are the least a shared vocabulary needs: the target must be able to run every
-  // id the draft can propose, and a size difference means the tokenizers differ.
+// Equal head sizes are the least a shared vocabulary needs: the target must be able to run every
+// id the draft can propose, and a size difference means the tokenizers differ.
+void check_vocabularies(const Decoder& draft, const Decoder& target) {
   if (draft.vocab_size() != target.vocab_size() || draft.config().vocab_size != target.config().vocab_size)
     fail("the draft model's vocabulary of " + std::to_string(draft.vocab_size()) + " tokens (config vocab_size " +
          std::to_string(draft.config().vocab_size) + ") differs from the target's " + std::to_string(target.vocab_size()) +
          " (config vocab_size " + std::to_string(target.config().vocab_size) + ")");
 }
+
+}  // namespace
+
+DraftModelDrafter::DraftModelDrafter(Decoder& draft, const Decoder& target) : draft_(draft) { check_vocabularies(draft, target); }
 
 std::string DraftModelDrafter::name() const { return "draft-model " + draft_.config().model_type; }
 
@@ -126,11 +127,14 @@ std::vector<std::int32_t> ReplayDrafter::propose(std::span<const std::int32_t> s
 
 namespace {
 
+void check_slot(std::int64_t slot, std::int64_t slots) {
+  if (slot < 0 || slot >= slots) fail("draft slot " + std::to_string(slot) + " is outside [0, " + std::to_string(slots) + ")");
+}
+
 void check_asks(std::span<const BatchDrafter::Ask> asks, std::int64_t slots) {
   std::vector<bool> seen(std::size_t(slots), false);
   for (const auto& a : asks) {
-    if (a.slot < 0 || a.slot >= slots)
-      fail("draft slot " + std::to_string(a.slot) + " is outside [0, " + std::to_string(slots) + ")");
+    check_slot(a.slot, slots);
     if (seen[std::size_t(a.slot)]) fail("draft slot " + std::to_string(a.slot) + " is asked twice in one proposal");
     seen[std::size_t(a.slot)] = true;
   }
@@ -161,7 +165,7 @@ class LookupBatchDrafter final : public BatchDrafter {
 class DraftModelBatchDrafter final : public BatchDrafter {
  public:
   DraftModelBatchDrafter(Decoder& draft, const Decoder& target) : draft_(draft), cached_(std::size_t(draft.sequences())) {
-    DraftModelDrafter check(draft, target);
+    check_vocabularies(draft, target);
     if (draft.sequences() < target.sequences())
       fail("the draft decoder holds " + std::to_string(draft.sequences()) + " sequences, fewer than the target's " +
            std::to_string(target.sequences()));
@@ -169,7 +173,7 @@ class DraftModelBatchDrafter final : public BatchDrafter {
   std::string name() const override { return "draft-model " + draft_.config().model_type; }
   std::int64_t slots() const override { return draft_.sequences(); }
   void begin(std::int64_t slot) override {
-    check_asks(std::array{Ask{slot, {}, 1}}, slots());
+    check_slot(slot, slots());
     cached_[std::size_t(slot)].clear();
     draft_.truncate(slot, 0);
   }
@@ -208,7 +212,7 @@ class DraftModelBatchDrafter final : public BatchDrafter {
     return drafts;
   }
   void accepted(std::int64_t slot, std::span<const std::int32_t> sequence) override {
-    check_asks(std::array{Ask{slot, {}, 1}}, slots());
+    check_slot(slot, slots());
     std::vector<std::int32_t>& cached = cached_[std::size_t(slot)];
     cached.resize(common_prefix(cached, sequence));
     draft_.truncate(slot, std::int64_t(cached.size()));
